@@ -1,0 +1,27 @@
+# Set-up is implicit: every target creates .venv from the pinned requirements
+# when it is missing (or when the requirements changed).
+PYTHON ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+export TF_CPP_MIN_LOG_LEVEL ?= 2
+
+.PHONY: setup test demo clean
+
+$(VENV)/.installed: requirements.txt requirements-dev.txt pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(VENV)/bin/pip install --quiet --upgrade pip
+	$(VENV)/bin/pip install --quiet -r requirements-dev.txt
+	$(VENV)/bin/pip install --quiet --no-deps --editable .
+	touch $@
+
+setup: $(VENV)/.installed
+
+test: $(VENV)/.installed
+	$(PY) -m pytest -q
+
+# Until the end-to-end demo lands (issue 10): a smoke run of the model zoo.
+demo: $(VENV)/.installed
+	$(PY) -m tfmodels.summary tfmodels/configs/*.json --seq_len 128
+
+clean:
+	rm -rf $(VENV) .pytest_cache

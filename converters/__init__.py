@@ -1,0 +1,1 @@
+"""convert_tflite.py and the conversion library (issue 6 onwards)."""

@@ -1,0 +1,1 @@
+"""Keras implementations of the compact BERTs in shared/papers (see WORKSPACE.md)."""

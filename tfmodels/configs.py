@@ -1,0 +1,319 @@
+"""Model configuration: one frozen dataclass for every compact BERT in the papers.
+
+The field names are a superset of Google's `bert_config.json`, so a released
+BERT, ALBERT or MobileBERT config loads unchanged; the extra fields describe
+ALBERT sharing, Kronecker factorisation and mixed-vocabulary inputs. Loading
+validates everything and names the offending field in the error, because a
+wrong shape found deep inside Keras is much harder to trace back.
+
+    from tfmodels.configs import load_config
+    config = load_config("tfmodels/configs/mobilebert.json")
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+from typing import Any, Mapping
+
+CONFIG_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "configs")
+
+MODEL_TYPES = ("bert", "mobilebert")
+ACTIVATIONS = ("gelu", "gelu_new", "gelu_tanh", "relu", "relu6", "tanh", "linear")
+NORMALIZATION_TYPES = ("layer_norm", "no_norm")
+SHARING_MODES = ("none", "all", "attention", "ffn")
+# The six weight matrices of a transformer block that KroneckerBERT factorises.
+KRONECKER_MATRICES = ("query", "key", "value", "attention_output",
+                      "intermediate", "output")
+
+
+class ConfigError(ValueError):
+  """A config is malformed; the message names the source and the field."""
+
+
+@dataclasses.dataclass(frozen=True)
+class ModelConfig:
+  """Hyper-parameters of one encoder (BERT, ALBERT, MobileBERT, Kronecker...).
+
+  Args:
+    name: str, a short label used in summaries and file names.
+    model_type: str, `bert` (BERT, ALBERT, KroneckerBERT, mixed-vocab) or
+      `mobilebert` (IB-BERT teacher, MobileBERT, MobileBERT-TINY). Inferred
+      from the MobileBERT fields when a JSON file leaves it out.
+    vocab_size ... initializer_range: as in Google's `bert_config.json`.
+    embedding_size: int, width of the word-embedding table; ALBERT's factorised
+      size E, MobileBERT's 128. Defaults to hidden_size.
+    trigram_input: bool, MobileBERT's `[e(t+1), e(t), e(t-1)]` embedding.
+    use_bottleneck: bool, MobileBERT/IB-BERT (inverted) bottleneck blocks.
+    intra_bottleneck_size: int, the width inside a bottleneck block.
+    key_query_shared_bottleneck: bool, query and key from one shared
+      bottleneck projection, value from the 512-d inter-block input.
+    use_bottleneck_attention: bool, MobileBERT-TINY: q, k, v all from the
+      bottleneck.
+    num_feedforward_networks: int, stacked FFNs per block.
+    normalization_type: str, `layer_norm` or `no_norm` (gamma * h + beta).
+    classifier_activation: bool, pooler is dense + tanh (True) or the raw
+      [CLS] vector (False, as released MobileBERT).
+    layer_norm_eps: float, LayerNorm epsilon.
+    attention_mask_bias: float, added to scores at padded positions. Bounded
+      (not -1e9) so that int8 attention keeps its resolution; -120 still
+      underflows exp() to exactly 0 in float32, so padding is invisible.
+    sharing_mode: str, ALBERT cross-layer sharing: all, attention, ffn, none.
+    num_hidden_groups: int, ALBERT groups; layers in a group share weights.
+    kronecker_factor_shapes: mapping from a block matrix name (query, key,
+      value, attention_output, intermediate, output) to [m1, n1], the shape of
+      factor A of W (m x n, m outputs) = sum_r A_r (x) B_r. Empty: dense.
+    kronecker_num_sums: int, number of Kronecker products summed per matrix.
+    kronecker_embedding_size: int, length n of the embedding row vector B^E
+      (table A^E is vocab x hidden/n); 0 means a dense embedding table.
+    mixed_vocab_size: int, student vocabulary of a stage-I mixed-vocabulary
+      teacher; ids >= vocab_size index it. 0 disables.
+    mixed_vocab_embedding_size: int, width of the student embeddings that are
+      projected up to hidden_size.
+
+  Example:
+    >>> ModelConfig(name="tiny", vocab_size=100, hidden_size=32,
+    ...             num_hidden_layers=2, num_attention_heads=4,
+    ...             intermediate_size=64).embedding_size
+    32
+  """
+
+  vocab_size: int
+  hidden_size: int = 768
+  num_hidden_layers: int = 12
+  num_attention_heads: int = 12
+  intermediate_size: int = 3072
+  hidden_act: str = "gelu"
+  hidden_dropout_prob: float = 0.1
+  attention_probs_dropout_prob: float = 0.1
+  max_position_embeddings: int = 512
+  type_vocab_size: int = 2
+  initializer_range: float = 0.02
+  name: str = "model"
+  model_type: str = "bert"
+  # MobileBERT.
+  embedding_size: int | None = None
+  trigram_input: bool = False
+  use_bottleneck: bool = False
+  intra_bottleneck_size: int | None = None
+  key_query_shared_bottleneck: bool = False
+  use_bottleneck_attention: bool = False
+  num_feedforward_networks: int = 1
+  normalization_type: str = "layer_norm"
+  classifier_activation: bool = True
+  layer_norm_eps: float = 1e-12
+  attention_mask_bias: float = -120.0
+  # ALBERT.
+  sharing_mode: str = "none"
+  num_hidden_groups: int = 1
+  # KroneckerBERT.
+  kronecker_factor_shapes: Mapping[str, tuple[int, int]] = dataclasses.field(
+      default_factory=dict)
+  kronecker_num_sums: int = 1
+  kronecker_embedding_size: int = 0
+  # Mixed-vocabulary stage-I teacher.
+  mixed_vocab_size: int = 0
+  mixed_vocab_embedding_size: int = 0
+
+  def __post_init__(self):
+    # Normalise optional sizes so every consumer can rely on plain ints.
+    if self.embedding_size is None:
+      object.__setattr__(self, "embedding_size", self.hidden_size)
+    if self.intra_bottleneck_size is None:
+      object.__setattr__(self, "intra_bottleneck_size", self.hidden_size)
+    object.__setattr__(
+        self, "kronecker_factor_shapes",
+        {k: tuple(v) for k, v in dict(self.kronecker_factor_shapes).items()})
+    _validate(self)
+
+  # Derived sizes, so callers never recompute them differently.
+  @property
+  def block_size(self) -> int:
+    """Width inside a block: the bottleneck for MobileBERT, else hidden."""
+    return self.intra_bottleneck_size if self.use_bottleneck else self.hidden_size
+
+  @property
+  def attention_head_size(self) -> int:
+    return self.block_size // self.num_attention_heads
+
+  @property
+  def uses_kronecker(self) -> bool:
+    return bool(self.kronecker_factor_shapes) or self.kronecker_embedding_size > 0
+
+  def group_of_layer(self, layer_index: int) -> int:
+    """ALBERT: which parameter group layer `layer_index` belongs to."""
+    return layer_index * self.num_hidden_groups // self.num_hidden_layers
+
+  def to_dict(self) -> dict[str, Any]:
+    out = dataclasses.asdict(self)
+    out["kronecker_factor_shapes"] = {
+        k: list(v) for k, v in self.kronecker_factor_shapes.items()}
+    return out
+
+  def to_json(self) -> str:
+    return json.dumps(self.to_dict(), indent=2, sort_keys=True) + "\n"
+
+  def replace(self, **changes) -> "ModelConfig":
+    return dataclasses.replace(self, **changes)
+
+  @classmethod
+  def from_dict(cls, values: Mapping[str, Any],
+                source: str = "config") -> "ModelConfig":
+    known = {f.name: f for f in dataclasses.fields(cls)}
+    unknown = sorted(set(values) - set(known))
+    if unknown:
+      raise ConfigError(f"{source}: unknown field '{unknown[0]}'"
+                        f" (known fields: see tfmodels/configs.py)")
+    if "vocab_size" not in values:
+      raise ConfigError(f"{source}: field 'vocab_size' is required")
+    values = dict(values)
+    if "model_type" not in values:
+      values["model_type"] = _infer_model_type(values)
+    for key, value in values.items():
+      _check_type(source, key, value, known[key])
+    try:
+      return cls(**values)
+    except ConfigError as e:
+      raise ConfigError(f"{source}: {e}") from None
+
+
+def load_config(path_or_name: str) -> ModelConfig:
+  """Loads a config from a JSON path, or by name from tfmodels/configs/."""
+  path = path_or_name
+  if not os.path.exists(path):
+    candidate = os.path.join(CONFIG_DIR, path_or_name + ".json")
+    if os.path.exists(candidate):
+      path = candidate
+    else:
+      raise ConfigError(f"{path_or_name}: no such config file or shipped name")
+  try:
+    with open(path, encoding="utf-8") as f:
+      values = json.load(f)
+  except json.JSONDecodeError as e:
+    raise ConfigError(f"{path}: not valid JSON ({e})") from None
+  if not isinstance(values, dict):
+    raise ConfigError(f"{path}: top level must be a JSON object")
+  values.setdefault("name", os.path.splitext(os.path.basename(path))[0])
+  return ModelConfig.from_dict(values, source=path)
+
+
+def shipped_config_names() -> list[str]:
+  return sorted(f[:-5] for f in os.listdir(CONFIG_DIR) if f.endswith(".json"))
+
+
+def _infer_model_type(values: Mapping[str, Any]) -> str:
+  mobile = (values.get("use_bottleneck") or values.get("trigram_input")
+            or values.get("num_feedforward_networks", 1) != 1)
+  return "mobilebert" if mobile else "bert"
+
+
+_JSON_TYPES = {int: (int,), float: (int, float), bool: (bool,), str: (str,)}
+
+
+def _check_type(source, key, value, field):
+  annotation = str(field.type)
+  if value is None and "None" in annotation:
+    return
+  for name, py_type in (("bool", bool), ("int", int), ("float", float),
+                        ("str", str)):
+    if annotation.startswith(name):
+      ok = isinstance(value, _JSON_TYPES[py_type])
+      if py_type in (int, float) and isinstance(value, bool):
+        ok = False
+      if not ok:
+        raise ConfigError(f"{source}: field '{key}' must be {name},"
+                          f" got {value!r}")
+      return
+  if key == "kronecker_factor_shapes" and not isinstance(value, Mapping):
+    raise ConfigError(f"{source}: field '{key}' must be an object mapping a"
+                      f" matrix name to [m1, n1]")
+
+
+def _require(condition: bool, field: str, message: str):
+  if not condition:
+    raise ConfigError(f"field '{field}': {message}")
+
+
+def _validate(c: ModelConfig):
+  for field in ("vocab_size", "hidden_size", "num_hidden_layers",
+                "num_attention_heads", "intermediate_size",
+                "max_position_embeddings", "type_vocab_size", "embedding_size",
+                "intra_bottleneck_size", "num_feedforward_networks",
+                "num_hidden_groups", "kronecker_num_sums"):
+    _require(getattr(c, field) > 0, field, "must be a positive integer")
+  for field in ("hidden_dropout_prob", "attention_probs_dropout_prob"):
+    _require(0.0 <= getattr(c, field) < 1.0, field, "must be in [0, 1)")
+  _require(c.model_type in MODEL_TYPES, "model_type",
+           f"must be one of {MODEL_TYPES}, got {c.model_type!r}")
+  _require(c.hidden_act in ACTIVATIONS, "hidden_act",
+           f"must be one of {ACTIVATIONS}, got {c.hidden_act!r}")
+  _require(c.normalization_type in NORMALIZATION_TYPES, "normalization_type",
+           f"must be one of {NORMALIZATION_TYPES}")
+  _require(c.sharing_mode in SHARING_MODES, "sharing_mode",
+           f"must be one of {SHARING_MODES}, got {c.sharing_mode!r}")
+  _require(c.attention_mask_bias < 0, "attention_mask_bias", "must be < 0")
+  _require(c.block_size % c.num_attention_heads == 0,
+           "intra_bottleneck_size" if c.use_bottleneck else "hidden_size",
+           f"{c.block_size} is not a multiple of num_attention_heads"
+           f" ({c.num_attention_heads})")
+  _require(c.num_hidden_groups <= c.num_hidden_layers, "num_hidden_groups",
+           "cannot exceed num_hidden_layers")
+
+  if c.model_type == "bert":
+    for field in ("use_bottleneck", "trigram_input",
+                  "key_query_shared_bottleneck", "use_bottleneck_attention"):
+      _require(not getattr(c, field), field,
+               "is a MobileBERT option; set model_type to 'mobilebert'")
+    _require(c.num_feedforward_networks == 1, "num_feedforward_networks",
+             "stacked FFNs need model_type 'mobilebert'")
+  else:
+    _require(c.sharing_mode == "none" and c.num_hidden_groups == 1,
+             "sharing_mode", "ALBERT sharing is for model_type 'bert'")
+    _require(not c.uses_kronecker, "kronecker_factor_shapes",
+             "Kronecker layers are for model_type 'bert'")
+    _require(c.mixed_vocab_size == 0, "mixed_vocab_size",
+             "mixed vocabulary is for model_type 'bert'")
+    _require(not (c.use_bottleneck_attention or c.key_query_shared_bottleneck)
+             or c.use_bottleneck, "use_bottleneck",
+             "must be true for bottleneck attention / shared key-query")
+    _require(not (c.use_bottleneck_attention
+                  and c.key_query_shared_bottleneck),
+             "use_bottleneck_attention",
+             "excludes key_query_shared_bottleneck (pick one)")
+    if not c.use_bottleneck:
+      _require(c.intra_bottleneck_size == c.hidden_size,
+               "intra_bottleneck_size", "needs use_bottleneck")
+  if c.sharing_mode == "none":
+    _require(c.num_hidden_groups == 1, "num_hidden_groups",
+             "groups need a sharing_mode other than 'none'")
+
+  unknown = sorted(set(c.kronecker_factor_shapes) - set(KRONECKER_MATRICES))
+  _require(not unknown, "kronecker_factor_shapes",
+           f"unknown matrix {unknown[0] if unknown else ''!r};"
+           f" expected some of {KRONECKER_MATRICES}")
+  for matrix, shape in c.kronecker_factor_shapes.items():
+    where = f"kronecker_factor_shapes.{matrix}"
+    _require(len(shape) == 2 and all(isinstance(v, int) and v > 0
+                                     for v in shape),
+             where, f"must be [m1, n1] positive integers, got {list(shape)}")
+    m, n = kronecker_matrix_shape(c, matrix)
+    _require(m % shape[0] == 0 and n % shape[1] == 0, where,
+             f"A shape {list(shape)} must divide W shape [{m}, {n}]")
+  if c.kronecker_embedding_size:
+    _require(c.embedding_size % c.kronecker_embedding_size == 0,
+             "kronecker_embedding_size",
+             f"{c.kronecker_embedding_size} must divide embedding_size"
+             f" ({c.embedding_size})")
+  _require(c.kronecker_embedding_size >= 0, "kronecker_embedding_size",
+           "must be >= 0")
+  _require((c.mixed_vocab_size > 0) == (c.mixed_vocab_embedding_size > 0),
+           "mixed_vocab_embedding_size",
+           "set both mixed_vocab_size and mixed_vocab_embedding_size, or"
+           " neither")
+
+
+def kronecker_matrix_shape(c: ModelConfig, matrix: str) -> tuple[int, int]:
+  """(m, n) = (outputs, inputs) of a BERT block matrix, as in the paper."""
+  h, i = c.hidden_size, c.intermediate_size
+  return {"intermediate": (i, h), "output": (h, i)}.get(matrix, (h, h))

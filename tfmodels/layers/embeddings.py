@@ -1,0 +1,141 @@
+"""Token + position + segment embeddings for every encoder in the zoo.
+
+One layer, driven by the config, because the variants differ only in how the
+word vector is made and where the width changes:
+  * BERT: word (H) + position (H) + type (H) -> norm.
+  * ALBERT: word (E) + position (E) + type (E) -> norm -> dense E->H
+    (factorised embedding; the projection comes after the norm, as in ALBERT).
+  * MobileBERT: word (E=128) -> [e(t+1), e(t), e(t-1)] (3E) -> dense -> H, then
+    + position (H) + type (H) -> norm (paper section 3.4; zero-padded ends).
+  * KroneckerBERT: the word table is A^E (x) B^E (KroneckerEmbedding).
+  * Mixed-vocabulary teacher: ids >= vocab_size index a student table of
+    width mixed_vocab_embedding_size, projected up to the teacher's width.
+"""
+
+import tensorflow as tf
+import tf_keras as keras
+
+from tfmodels.configs import ModelConfig
+from tfmodels.layers.attention import static_or_dynamic_shape
+from tfmodels.layers.kronecker import KroneckerEmbedding
+from tfmodels.layers.normalization import make_normalization
+
+
+def trigram_concat(word_vectors):
+  """[e(t+1), e(t), e(t-1)] along the feature axis, zeros beyond the ends."""
+  next_tokens = tf.pad(word_vectors[:, 1:], [[0, 0], [0, 1], [0, 0]])
+  prev_tokens = tf.pad(word_vectors[:, :-1], [[0, 0], [1, 0], [0, 0]])
+  return tf.concat([next_tokens, word_vectors, prev_tokens], axis=-1)
+
+
+@keras.utils.register_keras_serializable(package="tfmodels")
+class Embeddings(keras.layers.Layer):
+  """The embedding block of an encoder, configured by a ModelConfig.
+
+  Args:
+    config: ModelConfig or its dict.
+
+  Call args:
+    input_ids: int [B, T]; segment_ids: int [B, T].
+
+  Returns:
+    [B, T, hidden_size], the input of the first transformer block.
+
+  Example:
+    >>> from tfmodels.configs import load_config
+    >>> emb = Embeddings(load_config("tiny_mobilebert"))
+    >>> emb(tf.ones([1, 4], tf.int32), tf.zeros([1, 4], tf.int32)).shape
+    TensorShape([1, 4, 32])
+  """
+
+  def __init__(self, config, **kwargs):
+    super().__init__(**kwargs)
+    c = config if isinstance(config, ModelConfig) else ModelConfig.from_dict(
+        config)
+    self.config = c
+    init = lambda: keras.initializers.TruncatedNormal(
+        stddev=c.initializer_range)
+    E, H = c.embedding_size, c.hidden_size
+
+    if c.kronecker_embedding_size:
+      self.word_embeddings = KroneckerEmbedding(
+          c.vocab_size, E, c.kronecker_embedding_size, c.initializer_range,
+          name="word_embeddings")
+    else:
+      self.word_embeddings = keras.layers.Embedding(
+          c.vocab_size, E, embeddings_initializer=init(),
+          name="word_embeddings")
+    self.student_embeddings = self.student_projection = None
+    if c.mixed_vocab_size:
+      self.student_embeddings = keras.layers.Embedding(
+          c.mixed_vocab_size, c.mixed_vocab_embedding_size,
+          embeddings_initializer=init(), name="student_word_embeddings")
+      self.student_projection = keras.layers.Dense(
+          E, use_bias=False, kernel_initializer=init(),
+          name="student_embedding_projection")
+
+    # MobileBERT projects before adding positions; ALBERT after the norm.
+    self.project_first = c.model_type == "mobilebert" and (
+        c.trigram_input or E != H)
+    self.project_last = c.model_type == "bert" and E != H
+    width = H if (self.project_first or E == H) else E
+    self.projection = None
+    if self.project_first or self.project_last:
+      self.projection = keras.layers.Dense(
+          H, kernel_initializer=init(), name="embedding_transformation")
+    self.width = width
+    self.type_embeddings = keras.layers.Embedding(
+        c.type_vocab_size, width, embeddings_initializer=init(),
+        name="token_type_embeddings")
+    self.norm = make_normalization(c.normalization_type, c.layer_norm_eps,
+                                   "norm")
+    self.dropout = keras.layers.Dropout(c.hidden_dropout_prob)
+
+  def build(self, input_shape):
+    self.position_embeddings = self.add_weight(
+        "position_embeddings",
+        shape=(self.config.max_position_embeddings, self.width),
+        initializer=keras.initializers.TruncatedNormal(
+            stddev=self.config.initializer_range))
+    super().build(input_shape)
+
+  def word_vectors(self, input_ids):
+    """Word vectors [B, T, E]; student ids (>= vocab_size) when mixed."""
+    c = self.config
+    if not c.mixed_vocab_size:
+      return self.word_embeddings(input_ids)
+    is_student = input_ids >= c.vocab_size
+    teacher_ids = tf.where(is_student, tf.zeros_like(input_ids), input_ids)
+    student_ids = tf.where(is_student, input_ids - c.vocab_size,
+                           tf.zeros_like(input_ids))
+    student = self.student_projection(self.student_embeddings(student_ids))
+    return tf.where(is_student[..., None], student,
+                    self.word_embeddings(teacher_ids))
+
+  def call(self, input_ids, segment_ids, training=None):
+    x = self.word_vectors(input_ids)
+    if self.config.trigram_input:
+      x = trigram_concat(x)
+    if self.project_first:
+      x = self.projection(x)
+    seq_len = static_or_dynamic_shape(input_ids)[1]
+    x = x + self.position_embeddings[None, :seq_len, :]
+    x = x + self.type_embeddings(segment_ids)
+    x = self.dropout(self.norm(x), training=training)
+    if self.project_last:
+      x = self.projection(x)
+    return x
+
+  def output_embedding_table(self):
+    """[vocab, E] word table, for a tied MLM decoder."""
+    return self.word_embeddings.embeddings
+
+  def student_output_embedding_table(self):
+    """[student vocab, E] projected student table (mixed-vocab teacher)."""
+    return tf.matmul(self.student_embeddings.embeddings,
+                     self.student_projection.kernel)
+
+  def get_config(self):
+    config = super().get_config()
+    config["config"] = self.config.to_dict()
+    return config

@@ -1,0 +1,91 @@
+"""Encoder + head models, each a keras.Model with dict inputs and dict outputs.
+
+Every builder takes the config (or an already built encoder, to share its
+weights between pre-training and fine-tuning) and returns a model whose
+inputs are the encoder's (`input_ids`, `input_mask`, `segment_ids`, plus
+`masked_lm_positions` for pre-training).
+
+    from tfmodels.configs import load_config
+    from tfmodels.models import build_span_model
+    model = build_span_model(load_config("mobilebert"), seq_length=384)
+"""
+
+import tensorflow as tf
+import tf_keras as keras
+
+from tfmodels.configs import ModelConfig
+from tfmodels.encoders import build_encoder
+from tfmodels.heads import (ClassificationHead, JointIntentSlotHead,
+                            MaskedLMHead, SpanHead, TokenTaggingHead)
+
+SENTENCE_OBJECTIVES = ("nsp", "sop")
+
+
+def _encoder_and_inputs(config, encoder, seq_length):
+  encoder = encoder or build_encoder(config, seq_length)
+  inputs = {name: keras.Input(shape=t.shape[1:], dtype=t.dtype, name=name)
+            for name, t in encoder.input.items()}
+  return encoder, inputs, encoder(inputs)
+
+
+def build_pretrainer(config: ModelConfig, encoder=None, seq_length=None,
+                     max_predictions=None, sentence_objective="nsp"):
+  """MLM (at `masked_lm_positions`) + NSP or SOP; also returns the encoder dict.
+
+  Outputs: `mlm_logits` [B, P, V] (`mlm_student_logits` for a mixed-vocab
+  teacher), `sentence_logits` [B, 2], and every encoder output.
+  """
+  if sentence_objective not in SENTENCE_OBJECTIVES:
+    raise ValueError(f"sentence_objective must be one of {SENTENCE_OBJECTIVES},"
+                     f" got {sentence_objective!r}")
+  encoder, inputs, enc = _encoder_and_inputs(config, encoder, seq_length)
+  inputs["masked_lm_positions"] = keras.Input(
+      shape=(max_predictions,), dtype=tf.int32, name="masked_lm_positions")
+  mlm = MaskedLMHead(config, encoder.get_layer("embeddings"), name="mlm")(
+      enc["sequence_output"], inputs["masked_lm_positions"])
+  sentence = ClassificationHead(
+      2, config.hidden_dropout_prob, config.initializer_range,
+      name=sentence_objective)(enc["pooled_output"])
+  outputs = dict(enc, mlm_logits=mlm["logits"], sentence_logits=sentence)
+  if "student_logits" in mlm:
+    outputs["mlm_student_logits"] = mlm["student_logits"]
+  return keras.Model(inputs, outputs, name=f"{config.name}_pretrainer")
+
+
+def build_classifier(config: ModelConfig, num_classes: int, encoder=None,
+                     seq_length=None):
+  """Sequence classification (num_classes >= 2) or regression (1): `logits`."""
+  encoder, inputs, enc = _encoder_and_inputs(config, encoder, seq_length)
+  logits = ClassificationHead(num_classes, config.hidden_dropout_prob,
+                              config.initializer_range, name="classifier")(
+                                  enc["pooled_output"])
+  return keras.Model(inputs, dict(enc, logits=logits),
+                     name=f"{config.name}_classifier")
+
+
+def build_span_model(config: ModelConfig, encoder=None, seq_length=None):
+  """SQuAD v1.1 / v2.0: `start_logits`, `end_logits` [B, T]."""
+  encoder, inputs, enc = _encoder_and_inputs(config, encoder, seq_length)
+  spans = SpanHead(config.initializer_range, name="span")(enc["sequence_output"])
+  return keras.Model(inputs, dict(enc, **spans), name=f"{config.name}_squad")
+
+
+def build_tagger(config: ModelConfig, num_tags: int, encoder=None,
+                 seq_length=None):
+  """Token tagging: `logits` [B, T, num_tags]."""
+  encoder, inputs, enc = _encoder_and_inputs(config, encoder, seq_length)
+  logits = TokenTaggingHead(num_tags, config.hidden_dropout_prob,
+                            config.initializer_range, name="tagger")(
+                                enc["sequence_output"])
+  return keras.Model(inputs, dict(enc, logits=logits),
+                     name=f"{config.name}_tagger")
+
+
+def build_intent_slot_model(config: ModelConfig, num_intents: int,
+                            num_slots: int, encoder=None, seq_length=None):
+  """Joint intent + slot (mixed-vocab paper, SNIPS): `intent_logits`, `slot_logits`."""
+  encoder, inputs, enc = _encoder_and_inputs(config, encoder, seq_length)
+  out = JointIntentSlotHead(num_intents, num_slots, config.hidden_dropout_prob,
+                            config.initializer_range, name="intent_slot")(
+                                enc["pooled_output"], enc["sequence_output"])
+  return keras.Model(inputs, dict(enc, **out), name=f"{config.name}_intent_slot")
