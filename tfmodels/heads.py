@@ -14,6 +14,7 @@ import tf_keras as keras
 
 from tfmodels.configs import ModelConfig
 from tfmodels.layers.activations import get_activation
+from tfmodels.layers.embeddings import embedding_layout
 
 
 def _init(config):
@@ -49,7 +50,7 @@ class MaskedLMHead(keras.layers.Layer):
     super().__init__(**kwargs)
     c = self.config = config
     self.embeddings = embeddings
-    albert_style = c.model_type == "bert" and c.embedding_size != c.hidden_size
+    _, albert_style, _ = embedding_layout(c)
     self.width = c.embedding_size if albert_style else c.hidden_size
     self.dense = keras.layers.Dense(self.width, kernel_initializer=_init(c),
                                     name="transform")

@@ -28,6 +28,20 @@ def trigram_concat(word_vectors):
   return tf.concat([next_tokens, word_vectors, prev_tokens], axis=-1)
 
 
+def embedding_layout(c: ModelConfig):
+  """(project_first, project_last, width) of the embedding block.
+
+  MobileBERT projects the (trigram) word vectors to hidden_size before adding
+  positions; ALBERT adds positions at width E and projects after the norm.
+  """
+  project_first = c.model_type == "mobilebert" and (
+      c.trigram_input or c.embedding_size != c.hidden_size)
+  project_last = c.model_type == "bert" and c.embedding_size != c.hidden_size
+  width = c.hidden_size if (project_first or not project_last) else (
+      c.embedding_size)
+  return project_first, project_last, width
+
+
 @keras.utils.register_keras_serializable(package="tfmodels")
 class Embeddings(keras.layers.Layer):
   """The embedding block of an encoder, configured by a ModelConfig.
@@ -74,18 +88,13 @@ class Embeddings(keras.layers.Layer):
           E, use_bias=False, kernel_initializer=init(),
           name="student_embedding_projection")
 
-    # MobileBERT projects before adding positions; ALBERT after the norm.
-    self.project_first = c.model_type == "mobilebert" and (
-        c.trigram_input or E != H)
-    self.project_last = c.model_type == "bert" and E != H
-    width = H if (self.project_first or E == H) else E
+    self.project_first, self.project_last, self.width = embedding_layout(c)
     self.projection = None
     if self.project_first or self.project_last:
       self.projection = keras.layers.Dense(
           H, kernel_initializer=init(), name="embedding_transformation")
-    self.width = width
     self.type_embeddings = keras.layers.Embedding(
-        c.type_vocab_size, width, embeddings_initializer=init(),
+        c.type_vocab_size, self.width, embeddings_initializer=init(),
         name="token_type_embeddings")
     self.norm = make_normalization(c.normalization_type, c.layer_norm_eps,
                                    "norm")

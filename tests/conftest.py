@@ -1,0 +1,33 @@
+import os
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+
+import numpy as np
+import pytest
+import tensorflow as tf
+import tf_keras as keras
+
+TINY_CONFIGS = ["tiny_bert", "tiny_albert", "tiny_kroneckerbert",
+                "tiny_mixed_vocab_teacher", "tiny_ibbert", "tiny_mobilebert",
+                "tiny_mobilebert_tiny"]
+
+
+def make_features(ids, seq_len=None, segment_split=None):
+  """Encoder features for a batch of id lists, right-padded to seq_len."""
+  seq_len = seq_len or max(len(x) for x in ids)
+  input_ids = np.zeros([len(ids), seq_len], np.int32)
+  input_mask = np.zeros_like(input_ids)
+  segment_ids = np.zeros_like(input_ids)
+  for row, x in enumerate(ids):
+    input_ids[row, :len(x)] = x
+    input_mask[row, :len(x)] = 1
+    if segment_split:
+      segment_ids[row, segment_split:len(x)] = 1
+  return {"input_ids": tf.constant(input_ids),
+          "input_mask": tf.constant(input_mask),
+          "segment_ids": tf.constant(segment_ids)}
+
+
+@pytest.fixture(autouse=True)
+def _seed():
+  keras.utils.set_random_seed(0)
