@@ -87,7 +87,7 @@ def build_encoder(config: ModelConfig, seq_length=None, name=None):
   c = config
   inputs = encoder_inputs(seq_length)
   embedding_output = Embeddings(c, name="embeddings")(
-      inputs["input_ids"], inputs["segment_ids"])
+      inputs["input_ids"], inputs["segment_ids"], inputs["input_mask"])
   mask = attention_mask_from_input_mask(inputs["input_mask"])
 
   hidden_states, attention_scores, ffn_outputs = [], [], []

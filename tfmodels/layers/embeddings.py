@@ -50,7 +50,8 @@ class Embeddings(keras.layers.Layer):
     config: ModelConfig or its dict.
 
   Call args:
-    input_ids: int [B, T]; segment_ids: int [B, T].
+    input_ids: int [B, T]; segment_ids: int [B, T]; input_mask: optional
+      0/1 [B, T] (used by the 3-gram embedding, see call()).
 
   Returns:
     [B, T, hidden_size], the input of the first transformer block.
@@ -121,9 +122,15 @@ class Embeddings(keras.layers.Layer):
     return tf.where(is_student[..., None], student,
                     self.word_embeddings(teacher_ids))
 
-  def call(self, input_ids, segment_ids, training=None):
+  def call(self, input_ids, segment_ids, input_mask=None, training=None):
     x = self.word_vectors(input_ids)
     if self.config.trigram_input:
+      if input_mask is not None:
+        # Zero padded positions so the last real token's e(t+1) is the same
+        # zero whether or not padding follows. Google's and Hugging Face's
+        # MobileBERT feed the [PAD] row there instead, so their outputs at the
+        # last real token depend on padding; ours do not.
+        x = x * tf.cast(input_mask, x.dtype)[..., None]
       x = trigram_concat(x)
     if self.project_first:
       x = self.projection(x)
