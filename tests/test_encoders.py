@@ -89,6 +89,7 @@ def test_albert_sharing_really_shares_variables(mode, attention_blocks,
   saved = ((4 - attention_blocks) * per_attention
            + (4 - ffn_blocks) * per_ffn)
   assert unshared.count_params() - encoder.count_params() == saved
+  assert count(config, seq_len=16)["params_encoder"] == encoder.count_params()
   # A shared block is one layer object called by every layer of its group.
   for block in attentions + ffns:
     assert len(block.inbound_nodes) == (4 // len(attentions) if block in

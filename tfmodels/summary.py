@@ -134,18 +134,21 @@ class _Counter:
     self.flops_linear = 0
     self.flops_attention = 0
 
-  def dense(self, n_in, n_out, kronecker=None, bias=True, tokens=None):
+  def dense(self, n_in, n_out, kronecker=None, bias=True, tokens=None,
+            owns_params=True):
+    """One weight matrix; `owns_params=False` for a shared (ALBERT) reuse."""
     tokens = self.seq_len if tokens is None else tokens
     if kronecker:
       a = tuple(kronecker)
       b = (n_out // a[0], n_in // a[1])
       sums = self.c.kronecker_num_sums
-      self.params += sums * (a[0] * a[1] + b[0] * b[1])
+      params = sums * (a[0] * a[1] + b[0] * b[1])
       self.flops_linear += 2 * tokens * kronecker_macs(a, b, sums)
     else:
-      self.params += n_in * n_out
+      params = n_in * n_out
       self.flops_linear += 2 * tokens * n_in * n_out
-    self.params += n_out if bias else 0
+    params += n_out if bias else 0
+    self.params += params if owns_params else 0
 
   def attention_products(self, width):
     # QK^T and probs x V: each L x L x width multiply-adds.
@@ -168,16 +171,15 @@ def _embedding_params(c: ModelConfig, k: _Counter):
   k.params += (c.max_position_embeddings + c.type_vocab_size + 2) * width
 
 
-def _bert_block(c: ModelConfig, k: _Counter, attention: bool, ffn: bool):
+def _bert_block(c: ModelConfig, k: _Counter, owns_attention: bool,
+                owns_ffn: bool):
+  """Every layer costs FLOPs; only the owner of shared weights counts them."""
   H, I, shapes = c.hidden_size, c.intermediate_size, c.kronecker_factor_shapes
-  if attention:
-    for name in ("query", "key", "value", "attention_output"):
-      k.dense(H, H, shapes.get(name))
-    k.params += 2 * H
-  if ffn:
-    k.dense(H, I, shapes.get("intermediate"))
-    k.dense(I, H, shapes.get("output"))
-    k.params += 2 * H
+  for name in ("query", "key", "value", "attention_output"):
+    k.dense(H, H, shapes.get(name), owns_params=owns_attention)
+  k.dense(H, I, shapes.get("intermediate"), owns_params=owns_ffn)
+  k.dense(I, H, shapes.get("output"), owns_params=owns_ffn)
+  k.params += 2 * H * (owns_attention + owns_ffn)   # the two norms
 
 
 def _mobilebert_block(c: ModelConfig, k: _Counter):
@@ -228,20 +230,13 @@ def count(c: ModelConfig, seq_len: int = 128) -> dict:
     for _ in range(c.num_hidden_layers):
       _mobilebert_block(c, k)
   else:
-    layers = range(c.num_hidden_layers)
-    attention_owners = {c.group_of_layer(i) if c.sharing_mode in (
-        "all", "attention") else i for i in layers}
-    ffn_owners = {c.group_of_layer(i) if c.sharing_mode in ("all", "ffn")
-                  else i for i in layers}
-    for i in layers:
-      # FLOPs are paid by every layer; parameters only by their owner.
-      before = k.params
-      _bert_block(c, k, attention=True, ffn=True)
-      k.params = before
-      if i in attention_owners:
-        _bert_block(c, _params_only(k), attention=True, ffn=False)
-      if i in ffn_owners:
-        _bert_block(c, _params_only(k), attention=False, ffn=True)
+    # A shared block is owned by the first layer of its group.
+    owner = lambda i, shared: not shared or (
+        i == 0 or c.group_of_layer(i) != c.group_of_layer(i - 1))
+    for i in range(c.num_hidden_layers):
+      _bert_block(c, k,
+                  owner(i, c.sharing_mode in ("all", "attention")),
+                  owner(i, c.sharing_mode in ("all", "ffn")))
   for _ in range(c.num_hidden_layers):
     k.attention_products(c.block_size)
   if c.classifier_activation:
@@ -261,27 +256,6 @@ def count(c: ModelConfig, seq_len: int = 128) -> dict:
       "flops_linear": k.flops_linear,
       "flops_attention": k.flops_attention,
   }
-
-
-class _params_only:
-  """A view of a _Counter that records parameters but not FLOPs."""
-
-  def __init__(self, counter):
-    self._counter = counter
-    self.c = counter.c
-
-  def dense(self, n_in, n_out, kronecker=None, bias=True, tokens=None):
-    flops = self._counter.flops_linear
-    self._counter.dense(n_in, n_out, kronecker, bias, tokens)
-    self._counter.flops_linear = flops
-
-  @property
-  def params(self):
-    return self._counter.params
-
-  @params.setter
-  def params(self, value):
-    self._counter.params = value
 
 
 def compare_with_papers(counts: dict) -> list[dict]:
