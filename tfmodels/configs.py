@@ -158,6 +158,11 @@ class ModelConfig:
     return dataclasses.replace(self, **changes)
 
   @classmethod
+  def coerce(cls, value: "ModelConfig | Mapping[str, Any]") -> "ModelConfig":
+    """A ModelConfig from itself or its dict (layers' from_config passes dicts)."""
+    return value if isinstance(value, cls) else cls.from_dict(value)
+
+  @classmethod
   def from_dict(cls, values: Mapping[str, Any],
                 source: str = "config") -> "ModelConfig":
     known = {f.name: f for f in dataclasses.fields(cls)}

@@ -65,9 +65,7 @@ class Embeddings(keras.layers.Layer):
 
   def __init__(self, config, **kwargs):
     super().__init__(**kwargs)
-    c = config if isinstance(config, ModelConfig) else ModelConfig.from_dict(
-        config)
-    self.config = c
+    c = self.config = ModelConfig.coerce(config)
     init = lambda: keras.initializers.TruncatedNormal(
         stddev=c.initializer_range)
     E, H = c.embedding_size, c.hidden_size

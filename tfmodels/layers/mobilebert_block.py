@@ -42,9 +42,7 @@ class MobileBertBlock(keras.layers.Layer):
 
   def __init__(self, config, **kwargs):
     super().__init__(**kwargs)
-    c = config if isinstance(config, ModelConfig) else ModelConfig.from_dict(
-        config)
-    self.config = c
+    c = self.config = ModelConfig.coerce(config)
     norm = lambda name: make_normalization(c.normalization_type,
                                            c.layer_norm_eps, name)
     dense = lambda units, name: keras.layers.Dense(
