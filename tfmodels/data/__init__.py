@@ -1,0 +1,1 @@
+"""Data: pre-training TFRecords, task readers and metrics, demo data build."""
