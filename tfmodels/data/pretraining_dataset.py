@@ -1,0 +1,96 @@
+"""tf.data reader of the pre-training shards `create_pretraining_data` writes.
+
+    ds = pretraining_dataset("/tmp/pretrain", batch_size=32)
+    batch = next(iter(ds))   # dict of int32 / float32 tensors
+
+Each element is one dict: the model inputs of `models.build_pretrainer`
+(`input_ids`, `input_mask`, `segment_ids`, `masked_lm_positions`) and the
+labels (`masked_lm_ids`, `masked_lm_weights`, `next_sentence_labels`, and in
+mixed-vocabulary mode `input_vocab`, `masked_lm_vocab`). Lengths come from
+the `meta.json` beside the shards.
+"""
+
+import glob
+import json
+import os
+
+import tensorflow as tf
+
+from tfmodels.data.create_pretraining_data import SHARD_NAME
+
+MODEL_INPUTS = ("input_ids", "input_mask", "segment_ids",
+                "masked_lm_positions")
+
+
+def read_meta(directory):
+  path = os.path.join(directory, "meta.json")
+  try:
+    with open(path) as f:
+      return json.load(f)
+  except (OSError, ValueError) as e:
+    raise ValueError(f"{path}: cannot read pre-training metadata ({e})"
+                     ) from None
+
+
+def feature_spec(seq_length, max_predictions, mixed_vocabulary=False):
+  spec = {
+      "input_ids": tf.io.FixedLenFeature([seq_length], tf.int64),
+      "input_mask": tf.io.FixedLenFeature([seq_length], tf.int64),
+      "segment_ids": tf.io.FixedLenFeature([seq_length], tf.int64),
+      "masked_lm_positions": tf.io.FixedLenFeature([max_predictions],
+                                                   tf.int64),
+      "masked_lm_ids": tf.io.FixedLenFeature([max_predictions], tf.int64),
+      "masked_lm_weights": tf.io.FixedLenFeature([max_predictions],
+                                                 tf.float32),
+      "next_sentence_labels": tf.io.FixedLenFeature([1], tf.int64),
+  }
+  if mixed_vocabulary:
+    spec["input_vocab"] = tf.io.FixedLenFeature([seq_length], tf.int64)
+    spec["masked_lm_vocab"] = tf.io.FixedLenFeature([max_predictions],
+                                                    tf.int64)
+  return spec
+
+
+def pretraining_dataset(directory, batch_size, is_training=True, seed=None,
+                        input_context=None):
+  """Batched dicts from the shards in `directory` (see module docstring).
+
+  Training shuffles shards and records and repeats forever; evaluation
+  reads each record once in order. `input_context` (tf.distribute) gives
+  each input pipeline its own shards.
+  """
+  meta = read_meta(directory)
+  options = meta["options"]
+  pattern = os.path.join(directory, SHARD_NAME.replace("{:05d}", "*"))
+  files = sorted(glob.glob(pattern))
+  if not files:
+    raise ValueError(f"{directory}: no shards matching {pattern}")
+  spec = feature_spec(options["max_seq_length"],
+                      options["max_predictions_per_seq"],
+                      meta["mixed_vocabulary"])
+  ds = tf.data.Dataset.from_tensor_slices(files)
+  if input_context and input_context.num_input_pipelines > 1:
+    ds = ds.shard(input_context.num_input_pipelines,
+                  input_context.input_pipeline_id)
+  if is_training:
+    ds = ds.shuffle(len(files), seed=seed).repeat()
+  ds = ds.interleave(tf.data.TFRecordDataset,
+                     cycle_length=min(len(files), 4),
+                     num_parallel_calls=tf.data.AUTOTUNE,
+                     deterministic=not is_training)
+  if is_training:
+    ds = ds.shuffle(10_000, seed=seed)
+  ds = ds.batch(batch_size, drop_remainder=is_training)
+  ds = ds.map(lambda records: _decode(records, spec),
+              num_parallel_calls=tf.data.AUTOTUNE)
+  return ds.prefetch(tf.data.AUTOTUNE)
+
+
+def _decode(records, spec):
+  parsed = tf.io.parse_example(records, spec)
+  out = {}
+  for name, tensor in parsed.items():
+    out[name] = tf.cast(tensor, tf.int32) if tensor.dtype == tf.int64 else (
+        tensor)
+  out["next_sentence_labels"] = tf.squeeze(out["next_sentence_labels"], -1)
+  return out
