@@ -71,9 +71,11 @@ def instance_features(instance, vocab, max_seq_length, max_predictions):
       masked_lm_weights=[1.0] * p + [0.0] * ppad,
       next_sentence_labels=[int(instance.is_random_next)])
   if vocab.mixed:
-    ids = np.asarray(instance.tokens)
-    features["input_vocab"] = (ids >= vocab.teacher_size).astype(int).tolist(
-        ) + [0] * pad
+    # Which vocabulary segmented each position, masked ones included.
+    original = np.asarray(instance.tokens)
+    original[instance.masked_lm_positions] = instance.masked_lm_ids
+    features["input_vocab"] = (original >= vocab.teacher_size).astype(
+        int).tolist() + [0] * pad
     features["masked_lm_vocab"] = [
         vocab.vocab_of(t) for t in instance.masked_lm_ids] + [0] * ppad
   return features

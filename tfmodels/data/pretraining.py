@@ -163,37 +163,44 @@ def create_instances(documents, vocab, options, rng, dupe_factor=1,
 
 
 def instances_from_document(documents, index, vocab, options, rng):
-  """BERT's `create_instances_from_document`, with ALBERT's SOP variant."""
+  """BERT's `create_instances_from_document`, with ALBERT's SOP variant.
+
+  Two changes keep the sentence labels balanced (the reference gives up to
+  60% random-next on real text): the short target length is drawn per
+  instance, not once per document (one short draw on a long speech made
+  hundreds of one-sentence chunks), and a one-sentence chunk is cut at a
+  random token into A and B instead of always taking B from another document.
+  """
   document = [segment(s, vocab, options, rng) for s in documents[index]]
   max_num_tokens = options.max_seq_length - 3
-  target_seq_length = max_num_tokens
-  if rng.random() < options.short_seq_prob:
-    target_seq_length = rng.randint(2, max_num_tokens)
+
+  def draw_target():
+    if rng.random() < options.short_seq_prob:
+      return rng.randint(2, max_num_tokens)
+    return max_num_tokens
+
+  target_seq_length = draw_target()
   instances = []
   chunk, chunk_length, i = [], 0, 0
   while i < len(document):
     chunk.append(document[i])
     chunk_length += len(document[i])
     if i == len(document) - 1 or chunk_length >= target_seq_length:
+      split_sentence = len(chunk) == 1 and len(chunk[0]) >= 2
+      if split_sentence:
+        cut = rng.randint(1, len(chunk[0]) - 1)
+        chunk = [chunk[0][:cut], chunk[0][cut:]]
       a_end = rng.randint(1, len(chunk) - 1) if len(chunk) >= 2 else 1
       tokens_a = [t for s in chunk[:a_end] for t in s]
-      tokens_b = []
       if len(chunk) == 1 or (options.sentence_objective == "nsp"
                              and rng.random() < 0.5):
-        # B from a random other document; the unused part of the chunk is
-        # put back so it is not wasted.
+        # B from a random other document; whole sentences of the chunk that
+        # go unused are put back so they are not wasted.
         is_random_next = True
-        target_b_length = target_seq_length - len(tokens_a)
-        for _ in range(10):
-          other = rng.randint(0, len(documents) - 1)
-          if other != index:
-            break
-        other_doc = documents[other]
-        for j in range(rng.randint(0, len(other_doc) - 1), len(other_doc)):
-          tokens_b.extend(segment(other_doc[j], vocab, options, rng))
-          if len(tokens_b) >= target_b_length:
-            break
-        i -= len(chunk) - a_end
+        tokens_b = _random_next(documents, index, target_seq_length -
+                                len(tokens_a), vocab, options, rng)
+        if not split_sentence:
+          i -= len(chunk) - a_end
       else:
         tokens_b = [t for s in chunk[a_end:] for t in s]
         is_random_next = False
@@ -210,8 +217,24 @@ def instances_from_document(documents, index, vocab, options, rng):
         instances.append(TrainingInstance(
             masked, segment_ids, positions, labels, is_random_next, ngrams))
       chunk, chunk_length = [], 0
+      target_seq_length = draw_target()
     i += 1
   return instances
+
+
+def _random_next(documents, index, target_length, vocab, options, rng):
+  """Consecutive sentences of another document, about target_length long."""
+  for _ in range(10):
+    other = rng.randint(0, len(documents) - 1)
+    if other != index:
+      break
+  other_doc = documents[other]
+  tokens = []
+  for j in range(rng.randint(0, len(other_doc) - 1), len(other_doc)):
+    tokens.extend(segment(other_doc[j], vocab, options, rng))
+    if len(tokens) >= target_length:
+      break
+  return tokens
 
 
 def truncate_seq_pair(tokens_a, tokens_b, max_num_tokens, rng):
@@ -234,14 +257,18 @@ def mask_tokens(tokens, vocab, options, rng):
 
   Returns (masked tokens, positions, original ids, n of each masked span).
   Candidates are pieces, or whole words with `whole_word_mask`; an n-gram is
-  n consecutive candidates. As in ALBERT, an n-gram that would overshoot the
-  budget is shortened, and one overlapping an earlier choice is skipped.
+  n consecutive candidates, n drawn with p(n) proportional to 1/n. Unlike
+  ALBERT, which shortens an n-gram that overshoots the budget and redraws n
+  after an overlap (both bias the masked lengths towards 1), an n that does
+  not fit is tried at the next start; the budget may then be missed by less
+  than one n-gram.
   """
   candidates = []
   for i, t in enumerate(tokens):
     if t in (vocab.cls_id, vocab.sep_id):
       continue
-    if options.whole_word_mask and candidates and vocab.is_continuation[t]:
+    if (options.whole_word_mask and candidates and vocab.is_continuation[t]
+        and candidates[-1][-1] == i - 1):  # not across [SEP]
       candidates[-1].append(i)
     else:
       candidates.append([i])
@@ -253,22 +280,23 @@ def mask_tokens(tokens, vocab, options, rng):
   output = list(tokens)
   covered, masked, ngram_lengths = set(), [], []
   teacher_masked = 0
+  n = None
   for start in starts:
     if len(masked) >= num_to_predict:
       break
-    longest = min(options.max_ngram, len(candidates) - start)
-    n = 1
-    if longest > 1:
-      n = int(np.searchsorted(cumulative[:longest] / cumulative[longest - 1],
-                              rng.random(), side="right")) + 1
-      n = min(n, longest)
-    index_set = [i for c in candidates[start:start + n] for i in c]
-    while len(masked) + len(index_set) > num_to_predict and n > 1:
-      n -= 1
-      index_set = [i for c in candidates[start:start + n] for i in c]
-    if len(masked) + len(index_set) > num_to_predict:
+    if n is None:
+      n = 1
+      if options.max_ngram > 1:
+        n = int(np.searchsorted(cumulative, rng.random(), side="right")) + 1
+        n = min(n, options.max_ngram)
+    # An n that does not fit here (overlap, end of sequence, budget) is kept
+    # for the next start, so the masked lengths stay distributed as 1/n.
+    if start + n > len(candidates):
       continue
+    index_set = [i for c in candidates[start:start + n] for i in c]
     if any(i in covered for i in index_set):
+      continue
+    if len(masked) + len(index_set) > num_to_predict:
       continue
     if vocab.mixed:
       teacher = sum(1 for i in index_set if tokens[i] < vocab.teacher_size)
@@ -285,5 +313,6 @@ def mask_tokens(tokens, vocab, options, rng):
         output[i] = vocab.random_token(rng, tokens[i])
       masked.append(i)
     ngram_lengths.append(n)
+    n = None
   masked.sort()
   return output, masked, [tokens[i] for i in masked], ngram_lengths

@@ -1,0 +1,228 @@
+"""Pre-training TFRecords made from the shipped held-out corpus, measured."""
+
+import json
+import os
+import random
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from tfmodels.configs import load_config
+from tfmodels.data import create_pretraining_data as cpd
+from tfmodels.data.pretraining import (MixedVocabulary, PretrainingOptions,
+                                       create_instances, read_documents,
+                                       truncate_seq_pair)
+from tfmodels.data.pretraining_dataset import pretraining_dataset
+from tfmodels.models import build_pretrainer
+from tfmodels.tokenization import WordPieceTokenizer
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+VOCAB = os.path.join(ROOT, "data", "vocab", "uncased_vocab.txt")
+STUDENT_VOCAB = os.path.join(ROOT, "data", "vocab", "student_vocab.txt")
+CORPUS = os.path.join(ROOT, "data", "pretraining", "heldout.txt.gz")
+
+
+@pytest.fixture(scope="module")
+def teacher():
+  return WordPieceTokenizer(VOCAB)
+
+
+@pytest.fixture(scope="module")
+def vocab(teacher):
+  return MixedVocabulary(teacher)
+
+
+@pytest.fixture(scope="module")
+def mixed_vocab(teacher):
+  return MixedVocabulary(teacher, WordPieceTokenizer(STUDENT_VOCAB))
+
+
+@pytest.fixture(scope="module")
+def documents(vocab):
+  return read_documents([CORPUS], vocab)
+
+
+def _write_and_read(tmp_path, documents, vocab, options, dupe_factor=2):
+  """Instances -> shards -> tf.data reader -> numpy arrays (all records)."""
+  instances = create_instances(documents, vocab, options, random.Random(7),
+                               dupe_factor)
+  out = tmp_path / "shards"
+  out.mkdir()
+  cpd.write_shards(instances, vocab, options, str(out), num_shards=3)
+  meta = {"options": vars(options), "mixed_vocabulary": vocab.mixed,
+          **cpd.summarize(instances, vocab)}
+  (out / "meta.json").write_text(json.dumps(meta))
+  batches = list(pretraining_dataset(str(out), batch_size=4096,
+                                     is_training=False))
+  arrays = {k: np.concatenate([b[k].numpy() for b in batches])
+            for k in batches[0]}
+  assert len(arrays["input_ids"]) == len(instances)
+  return arrays, meta
+
+
+def _originals(arrays):
+  """input_ids with the masked positions put back to their original ids."""
+  ids = arrays["input_ids"].copy()
+  rows = np.arange(len(ids))[:, None]
+  weights = arrays["masked_lm_weights"] > 0
+  ids[np.broadcast_to(rows, weights.shape)[weights],
+      arrays["masked_lm_positions"][weights]] = (
+          arrays["masked_lm_ids"][weights])
+  return ids
+
+
+def _check_bert_statistics(arrays, vocab):
+  weights = arrays["masked_lm_weights"] > 0
+  positions = arrays["masked_lm_positions"][weights]
+  rows = np.broadcast_to(np.arange(len(weights))[:, None],
+                         weights.shape)[weights]
+  masked_now = arrays["input_ids"][rows, positions]
+  original = arrays["masked_lm_ids"][weights]
+  # 15% +- 1% of the tokens (BERT counts [CLS]/[SEP] in the length).
+  assert abs(weights.sum() / arrays["input_mask"].sum() - 0.15) < 0.01
+  # 80 / 10 / 10 within 2%.
+  assert abs(np.mean(masked_now == vocab.mask_id) - 0.8) < 0.02
+  assert abs(np.mean(masked_now == original) - 0.1) < 0.02
+  assert abs(np.mean((masked_now != original) &
+                     (masked_now != vocab.mask_id)) - 0.1) < 0.02
+  # Never [CLS], [SEP] or padding.
+  assert np.all(arrays["input_mask"][rows, positions] == 1)
+  assert not np.isin(original, [vocab.cls_id, vocab.sep_id]).any()
+  assert np.all(positions > 0)
+  # Labels balanced within 3%.
+  assert abs(arrays["next_sentence_labels"].mean() - 0.5) < 0.03
+  # Layout: [CLS] A [SEP] B [SEP], segment 1 exactly over B [SEP].
+  ids = _originals(arrays)
+  for row in range(0, len(ids), 97):
+    n = arrays["input_mask"][row].sum()
+    seps = np.flatnonzero(ids[row, :n] == vocab.sep_id)
+    assert ids[row, 0] == vocab.cls_id and seps[-1] == n - 1
+    segment = arrays["segment_ids"][row, :n]
+    assert np.all(segment[:seps[0] + 1] == 0)
+    assert np.all(segment[seps[0] + 1:] == 1)
+
+
+def test_bert_masking_and_nsp(tmp_path, documents, vocab):
+  arrays, meta = _write_and_read(tmp_path, documents, vocab,
+                                 PretrainingOptions())
+  assert len(arrays["input_ids"]) > 3000
+  assert arrays["input_ids"].shape[1] == 128
+  assert arrays["masked_lm_positions"].shape[1] == 20
+  _check_bert_statistics(arrays, vocab)
+  assert meta["ngram_counts"] == {"1": meta["masked_tokens"]}
+
+
+def test_whole_word_masking_masks_every_piece_of_a_word(tmp_path, documents,
+                                                        vocab):
+  arrays, _ = _write_and_read(tmp_path, documents, vocab,
+                              PretrainingOptions(whole_word_mask=True))
+  _check_bert_statistics(arrays, vocab)
+  ids = _originals(arrays)
+  multi_piece_words = 0
+  for row in range(len(ids)):
+    masked = set(arrays["masked_lm_positions"][row][
+        arrays["masked_lm_weights"][row] > 0].tolist())
+    n = arrays["input_mask"][row].sum()
+    word = []
+    for i in range(1, n + 1):
+      if (i < n and word and vocab.is_continuation[ids[row, i]]
+          and ids[row, i - 1] != vocab.sep_id):
+        word.append(i)
+        continue
+      if len(word) > 1:
+        flags = {p in masked for p in word}
+        assert len(flags) == 1, (row, word)
+        multi_piece_words += flags == {True}
+      word = [i]
+  assert multi_piece_words > 300
+
+
+def test_albert_ngram_masking_and_sop(tmp_path, documents, vocab):
+  options = PretrainingOptions(max_ngram=3, whole_word_mask=True,
+                               sentence_objective="sop")
+  arrays, meta = _write_and_read(tmp_path, documents, vocab, options)
+  counts = {int(k): v for k, v in meta["ngram_counts"].items()}
+  total = sum(counts.values())
+  expected = {1: 6 / 11, 2: 3 / 11, 3: 2 / 11}  # p(n) proportional to 1/n
+  assert set(counts) == {1, 2, 3} and total > 20_000
+  for n, p in expected.items():
+    assert abs(counts[n] / total - p) < 0.03, (n, counts[n] / total)
+  assert abs(arrays["next_sentence_labels"].mean() - 0.5) < 0.03
+  assert abs(meta["masked_fraction"] - 0.15) < 0.01
+
+
+def test_mixed_vocabulary_stage_one(tmp_path, mixed_vocab):
+  documents = read_documents([CORPUS], mixed_vocab)
+  arrays, meta = _write_and_read(
+      tmp_path, documents, mixed_vocab,
+      PretrainingOptions(whole_word_mask=True), dupe_factor=1)
+  teacher_size = mixed_vocab.teacher_size
+  assert meta["mixed_vocabulary"]
+  weights = arrays["masked_lm_weights"] > 0
+  assert weights.sum(axis=1).max() <= 20
+  teacher_masked = (weights & (arrays["masked_lm_vocab"] == 0)).sum(axis=1)
+  assert teacher_masked.max() <= 10
+  assert np.array_equal(arrays["masked_lm_vocab"][weights],
+                        arrays["masked_lm_ids"][weights] >= teacher_size)
+  ids = _originals(arrays)
+  real = arrays["input_mask"] > 0
+  assert np.array_equal(arrays["input_vocab"][real], ids[real] >= teacher_size)
+  assert ids.max() < mixed_vocab.size
+  # About half the words are student-segmented (p_SV = 0.5).
+  starts = real & ~mixed_vocab.is_continuation[ids] & ~np.isin(
+      ids, [mixed_vocab.cls_id, mixed_vocab.sep_id])
+  assert abs(np.mean(ids[starts] >= teacher_size) - 0.5) < 0.02
+  # Masked fraction still 15% within 1% despite the teacher cap.
+  assert abs(weights.sum() / real.sum() - 0.15) < 0.01
+
+
+def test_reader_feeds_the_pretrainer(tmp_path, documents, vocab):
+  options = PretrainingOptions(max_seq_length=64, max_predictions_per_seq=10)
+  _write_and_read(tmp_path, documents[:6], vocab, options, dupe_factor=1)
+  batch = next(iter(pretraining_dataset(str(tmp_path / "shards"),
+                                        batch_size=2, seed=1)))
+  config = load_config("tiny_bert").replace(vocab_size=len(vocab.teacher))
+  model = build_pretrainer(config, seq_length=64, max_predictions=10)
+  outputs = model({k: batch[k] for k in model.input_names}
+                  if isinstance(model.input, dict) else batch)
+  assert outputs["mlm_logits"].shape == (2, 10, len(vocab.teacher))
+  assert outputs["sentence_logits"].shape == (2, 2)
+
+
+def test_truncate_seq_pair_trims_the_longer_side():
+  a, b = list(range(10)), list(range(100, 103))
+  truncate_seq_pair(a, b, 8, random.Random(0))
+  assert len(a) == 5 and b == [100, 101, 102]
+  assert a == sorted(a) and set(a) <= set(range(10))
+
+
+def test_bad_options_name_the_field():
+  with pytest.raises(ValueError, match="masked_lm_prob=1.5"):
+    PretrainingOptions(masked_lm_prob=1.5)
+  with pytest.raises(ValueError, match="sentence_objective='next'"):
+    PretrainingOptions(sentence_objective="next")
+
+
+def test_command_writes_shards_and_refuses_to_overwrite(tmp_path):
+  text = tmp_path / "corpus.txt"
+  text.write_text("The cat sat on the mat.\nIt was warm.\nThen it slept.\n\n"
+                  "Dogs bark at night.\nThe moon was full.\n")
+  out = tmp_path / "out"
+  command = [sys.executable, "-m", "tfmodels.data.create_pretraining_data",
+             "--input_file", str(text), "--output_dir", str(out),
+             "--vocab_file", VOCAB, "--dupe_factor", "3", "--num_shards", "2",
+             "--max_seq_length", "32", "--max_predictions_per_seq", "5"]
+  env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"}
+  first = subprocess.run(command, capture_output=True, text=True, env=env)
+  assert first.returncode == 0, first.stderr[-500:]
+  meta = json.loads((out / "meta.json").read_text())
+  assert meta["documents"] == 2 and meta["instances"] > 0
+  assert sorted(os.listdir(out)) == [
+      "meta.json", "pretrain-00000-of-00002.tfrecord",
+      "pretrain-00001-of-00002.tfrecord"]
+  again = subprocess.run(command, capture_output=True, text=True, env=env)
+  assert again.returncode != 0
+  assert again.stderr.strip().endswith(
+      f"error: --output_dir {out} exists (pass --overwrite to replace it)")
