@@ -229,8 +229,8 @@ def main(argv):
     raise
   total = sum(f["bytes"] for f in writer.files.values())
   print(f"wrote {len(writer.files)} files, {total / 2**20:.1f} MiB, to "
-        f"{output}; the teacher vocabulary holds {100 * overlap:.1f}% of the "
-        "student's")
+        f"{output}; the teacher vocabulary holds "
+        f"{100 * manifest['student_vocab_overlap']:.1f}% of the student's")
 
 
 SOURCES = {
@@ -278,7 +278,7 @@ def render_notice(manifest):
       "question asks for the word with a synset's definition, the answer is "
       "that word's span in one of the synset's example sentences, and the "
       "context adds 3-5 example sentences of other synsets. Train and dev "
-      "are split by synset. The student vocabulary is learned from "
+      "are split by synset definition, so no question is in both. The student vocabulary is learned from "
       "`pretraining/train.txt.gz` by `python -m tfmodels.learn_vocab`; "
       "the teacher vocabulary holds "
       f"{100 * manifest['student_vocab_overlap']:.1f}% of its pieces "

@@ -100,7 +100,8 @@ TASKS = {t.name: t for t in (
          Layout("question", "sentence", guid="index"), _NLI),
     Task("rte", _PAIR, _PAIR_TEST, _NLI),
     Task("wnli", _PAIR, _PAIR_TEST, _BINARY),
-    # SMS spam: SST-2's layout, labelled in every split; 0 = ham, 1 = spam.
+    # SpamAssassin e-mail (data/spam): SST-2's layout, labelled in every
+    # split; 0 = ham, 1 = spam.
     Task("spam", _SST, _SST, _BINARY),
 )}
 
@@ -111,8 +112,6 @@ def get_task(name):
   if task is None:
     raise ValueError(f"unknown task {name!r}; known: {', '.join(TASKS)}")
   return task
-
-
 
 
 def _rows(f, path):

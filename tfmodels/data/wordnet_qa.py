@@ -5,8 +5,8 @@ contains one of its lemmas, the question asks for the word with the synset's
 definition ("Which word means: a tangible and visible entity?"), the answer is
 that lemma's span in the example sentence, and the context is the example
 sentence among 3 to 5 example sentences of other synsets (distractors that do
-not contain the answer). Synsets, not questions, are split between train and
-dev, so no definition is seen in both.
+not contain the answer). Synsets are split between train and dev by their
+definition, so no question is seen in both.
 """
 
 import hashlib
@@ -37,7 +37,8 @@ def as_sentence(example):
 
 
 def in_dev_split(synset, dev_fraction):
-  digest = hashlib.md5(f"{synset.pos}{synset.offset}".encode()).digest()
+  """By definition text: synsets sharing a definition share a split."""
+  digest = hashlib.md5(synset.definition.encode("utf-8")).digest()
   return digest[0] / 256.0 < dev_fraction
 
 
