@@ -1,3 +1,4 @@
+import gzip
 import os
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
@@ -6,6 +7,12 @@ import numpy as np
 import pytest
 import tensorflow as tf
 import tf_keras as keras
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+DATA = os.path.join(REPO, "data")
+VOCAB = os.path.join(DATA, "vocab", "uncased_vocab.txt")
+STUDENT_VOCAB = os.path.join(DATA, "vocab", "student_vocab.txt")
+HELDOUT_CORPUS = os.path.join(DATA, "pretraining", "heldout.txt.gz")
 
 TINY_CONFIGS = ["tiny_bert", "tiny_albert", "tiny_kroneckerbert",
                 "tiny_mixed_vocab_teacher", "tiny_ibbert", "tiny_mobilebert",
@@ -31,3 +38,18 @@ def make_features(ids, seq_len=None, segment_split=None):
 @pytest.fixture(autouse=True)
 def _seed():
   keras.utils.set_random_seed(0)
+
+
+@pytest.fixture(scope="session")
+def tokenizer():
+  """The uncased BERT WordPiece tokenizer over the shipped vocab."""
+  from tfmodels.tokenization import WordPieceTokenizer
+  return WordPieceTokenizer(VOCAB)
+
+
+def write_lines(path, lines, gzipped=False):
+  """Writes lines (plain or gzip) and returns the path as a str."""
+  data = "".join(line + "\n" for line in lines).encode("utf-8")
+  with (gzip.open if gzipped else open)(path, "wb") as f:
+    f.write(data)
+  return str(path)

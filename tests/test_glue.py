@@ -1,32 +1,16 @@
-import gzip
 import math
-import os
 
 import numpy as np
 import pytest
 
+from conftest import write_lines
 from tfmodels.data import glue, metrics
 from tfmodels.data.glue import Example
-from tfmodels.tokenization import WordPieceTokenizer
 
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-VOCAB = os.path.join(REPO, "data", "vocab", "uncased_vocab.txt")
 CLS, SEP = 101, 102
 # Single-piece words of the uncased vocabulary.
 IDS = {"the": 1996, "cat": 4937, "sat": 2938, "on": 2006, "mat": 13523,
        "a": 1037, "dog": 3899, "ran": 2743}
-
-
-@pytest.fixture(scope="module")
-def tokenizer():
-  return WordPieceTokenizer(VOCAB)
-
-
-def write(path, lines, gzipped=False):
-  data = "".join(line + "\n" for line in lines).encode("utf-8")
-  with (gzip.open if gzipped else open)(path, "wb") as f:
-    f.write(data)
-  return str(path)
 
 
 MNLI_TRAIN_HEADER = (
@@ -127,13 +111,13 @@ LAYOUTS = [
 @pytest.mark.parametrize("task,split,lines,expected", LAYOUTS,
                          ids=[f"{t}-{s}" for t, s, _, _ in LAYOUTS])
 def test_reads_every_glue_layout(tmp_path, task, split, lines, expected):
-  write(tmp_path / f"{split}.tsv", lines)
+  write_lines(tmp_path / f"{split}.tsv", lines)
   examples = glue.read_split(task, str(tmp_path), split)
   assert examples == [Example(*row) for row in expected]
 
 
 def test_gzip_split_is_found_and_read(tmp_path):
-  write(tmp_path / "train.tsv.gz",
+  write_lines(tmp_path / "train.tsv.gz",
         ["id\tqid1\tqid2\tquestion1\tquestion2\tis_duplicate",
          "7\t15\t16\tHow do I \"read?\tHow to read?\t1"], gzipped=True)
   assert glue.split_path(str(tmp_path), "train").endswith("train.tsv.gz")
@@ -142,7 +126,7 @@ def test_gzip_split_is_found_and_read(tmp_path):
 
 
 def test_gzip_is_recognised_by_content_not_name(tmp_path):
-  path = write(tmp_path / "dev.tsv", ["sentence\tlabel", "fine\t0"],
+  path = write_lines(tmp_path / "dev.tsv", ["sentence\tlabel", "fine\t0"],
                gzipped=True)
   assert glue.read_examples("spam", path, split="dev") == [
       Example("dev-2", "fine", None, "0")]
@@ -162,7 +146,7 @@ def test_gzip_is_recognised_by_content_not_name(tmp_path):
      r"train\.tsv:1: header lacks column\(s\) \['label'\]"),
 ])
 def test_bad_rows_name_file_and_line(tmp_path, task, lines, message):
-  write(tmp_path / "train.tsv", lines)
+  write_lines(tmp_path / "train.tsv", lines)
   with pytest.raises(ValueError, match=message):
     glue.read_split(task, str(tmp_path), "train")
 

@@ -9,6 +9,7 @@ import sys
 import numpy as np
 import pytest
 
+from conftest import HELDOUT_CORPUS, STUDENT_VOCAB, VOCAB
 from tfmodels.configs import load_config
 from tfmodels.data import create_pretraining_data as cpd
 from tfmodels.data.pretraining import (MixedVocabulary, PretrainingOptions,
@@ -18,15 +19,11 @@ from tfmodels.data.pretraining_dataset import pretraining_dataset
 from tfmodels.models import build_pretrainer
 from tfmodels.tokenization import WordPieceTokenizer
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-VOCAB = os.path.join(ROOT, "data", "vocab", "uncased_vocab.txt")
-STUDENT_VOCAB = os.path.join(ROOT, "data", "vocab", "student_vocab.txt")
-CORPUS = os.path.join(ROOT, "data", "pretraining", "heldout.txt.gz")
 
 
 @pytest.fixture(scope="module")
-def teacher():
-  return WordPieceTokenizer(VOCAB)
+def teacher(tokenizer):
+  return tokenizer
 
 
 @pytest.fixture(scope="module")
@@ -41,7 +38,7 @@ def mixed_vocab(teacher):
 
 @pytest.fixture(scope="module")
 def documents(vocab):
-  return read_documents([CORPUS], vocab)
+  return read_documents([HELDOUT_CORPUS], vocab)
 
 
 def _write_and_read(tmp_path, documents, vocab, options, dupe_factor=2):
@@ -154,7 +151,7 @@ def test_albert_ngram_masking_and_sop(tmp_path, documents, vocab):
 
 
 def test_mixed_vocabulary_stage_one(tmp_path, mixed_vocab):
-  documents = read_documents([CORPUS], mixed_vocab)
+  documents = read_documents([HELDOUT_CORPUS], mixed_vocab)
   arrays, meta = _write_and_read(
       tmp_path, documents, mixed_vocab,
       PretrainingOptions(whole_word_mask=True), dupe_factor=1)

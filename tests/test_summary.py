@@ -5,10 +5,10 @@ import sys
 
 import pytest
 
+from conftest import REPO
 from tfmodels.configs import load_config, shipped_config_names
 from tfmodels.summary import PAPER_FIGURES, compare_with_papers, count
 
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 def within(ours, paper, tolerance):

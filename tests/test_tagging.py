@@ -1,30 +1,14 @@
-import gzip
-import os
 
 import numpy as np
 import pytest
 
+from conftest import write_lines
 from tfmodels.data import metrics, tagging
 from tfmodels.data.tagging import Sentence
-from tfmodels.tokenization import WordPieceTokenizer
 
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-VOCAB = os.path.join(REPO, "data", "vocab", "uncased_vocab.txt")
 CLS, SEP, UNK = 101, 102, 100
 UNA, FFA, BLE = 14477, 20961, 3468          # "unaffable" -> una ##ffa ##ble
 THE, CAT = 1996, 4937
-
-
-@pytest.fixture(scope="module")
-def tokenizer():
-  return WordPieceTokenizer(VOCAB)
-
-
-def write(path, lines, gzipped=False):
-  data = "".join(line + "\n" for line in lines).encode("utf-8")
-  with (gzip.open if gzipped else open)(path, "wb") as f:
-    f.write(data)
-  return str(path)
 
 
 CONLL_2003 = [
@@ -40,13 +24,13 @@ CONLL_2003 = [
 
 
 def test_reads_conll_2003(tmp_path):
-  sentences = tagging.read_conll(write(tmp_path / "train.txt", CONLL_2003))
+  sentences = tagging.read_conll(write_lines(tmp_path / "train.txt", CONLL_2003))
   assert sentences == [Sentence(("EU", "rejects"), ("B-ORG", "O")),
                        Sentence(("#", "Peter"), ("O", "B-PER"))]
 
 
 def test_reads_intent_labels_and_ignores_other_comments(tmp_path):
-  path = write(tmp_path / "train.conll.gz", [
+  path = write_lines(tmp_path / "train.conll.gz", [
       "# sent_id = 1",
       "# label = PlayMusic",
       "# text = play some jazz",
@@ -76,7 +60,7 @@ def test_reads_intent_labels_and_ignores_other_comments(tmp_path):
      r"x\.conll:3: '# label = Lonely' labels no tokens"),
 ])
 def test_bad_lines_name_file_and_line(tmp_path, lines, message):
-  path = write(tmp_path / "x.conll", lines)
+  path = write_lines(tmp_path / "x.conll", lines)
   with pytest.raises(ValueError, match=message):
     tagging.read_conll(path)
 

@@ -10,12 +10,10 @@ import pytest
 import tensorflow as tf
 from tokenizers import BertWordPieceTokenizer
 
+from conftest import HELDOUT_CORPUS, VOCAB
 from tfmodels.data.text_io import open_text
 from tfmodels.tokenization import VocabError, WordPieceTokenizer, group_words
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-VOCAB = os.path.join(ROOT, "data", "vocab", "uncased_vocab.txt")
-HELDOUT = os.path.join(ROOT, "data", "pretraining", "heldout.txt.gz")
 
 HARD_LINES = [
     "Héllo, wörld! The café's price: $3.50 — naïve résumé.",
@@ -32,11 +30,6 @@ HARD_LINES = [
 
 
 @pytest.fixture(scope="module")
-def tokenizer():
-  return WordPieceTokenizer(VOCAB)
-
-
-@pytest.fixture(scope="module")
 def reference():
   return BertWordPieceTokenizer(VOCAB, lowercase=True, strip_accents=True,
                                 clean_text=True,
@@ -45,7 +38,7 @@ def reference():
 
 @pytest.fixture(scope="module")
 def corpus_lines():
-  with open_text(HELDOUT) as f:
+  with open_text(HELDOUT_CORPUS) as f:
     lines = [line.rstrip("\n") for line in itertools.islice(f, 3000)]
   return [line for line in lines if line]
 

@@ -4,16 +4,14 @@ import os
 import subprocess
 import sys
 
+from conftest import HELDOUT_CORPUS, VOCAB
 from tfmodels.tokenization import WordPieceTokenizer, load_vocab
 from tfmodels.vocab_learning import ascii_pieces, learn_vocabulary, overlap
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-TEACHER = os.path.join(ROOT, "data", "vocab", "uncased_vocab.txt")
-CORPUS = os.path.join(ROOT, "data", "pretraining", "heldout.txt.gz")
 
 
 def test_learned_vocabulary_covers_ascii_and_tokenizes(tmp_path):
-  vocab = learn_vocabulary([CORPUS], vocab_size=300, max_lines=1000)
+  vocab = learn_vocabulary([HELDOUT_CORPUS], vocab_size=300, max_lines=1000)
   assert vocab[:5] == ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
   assert len(vocab) == len(set(vocab))
   assert set(ascii_pieces()) <= set(vocab)
@@ -35,16 +33,16 @@ def test_overlap_is_the_fraction_of_student_pieces_in_teacher():
 def test_command_reports_overlap(tmp_path):
   out = tmp_path / "student.txt"
   result = subprocess.run(
-      [sys.executable, "-m", "tfmodels.learn_vocab", "--corpus", CORPUS,
+      [sys.executable, "-m", "tfmodels.learn_vocab", "--corpus", HELDOUT_CORPUS,
        "--vocab_size", "200", "--max_lines", "500", "--output", str(out),
-       "--teacher_vocab", TEACHER], capture_output=True, text=True,
+       "--teacher_vocab", VOCAB], capture_output=True, text=True,
       env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"})
   assert result.returncode == 0, result.stderr[-500:]
   vocab = load_vocab(out)
-  expected = 100 * overlap(vocab, load_vocab(TEACHER))
+  expected = 100 * overlap(vocab, load_vocab(VOCAB))
   assert f"holds {expected:.1f}% of them" in result.stdout
   refused = subprocess.run(
-      [sys.executable, "-m", "tfmodels.learn_vocab", "--corpus", CORPUS,
+      [sys.executable, "-m", "tfmodels.learn_vocab", "--corpus", HELDOUT_CORPUS,
        "--output", str(out)], capture_output=True, text=True,
       env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"})
   assert refused.returncode != 0

@@ -16,7 +16,6 @@ import hashlib
 import io
 import json
 import os
-import random
 import shutil
 import subprocess
 import sys

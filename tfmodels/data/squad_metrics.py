@@ -88,8 +88,9 @@ def evaluate(dataset, predictions, version_2=None):
       is impossible.
 
   Returns:
-    dict with `exact_match`, `f1`, `total`; for v2.0 also `HasAns_*` and
-    `NoAns_*` (`exact_match`, `f1`, `total`) for the groups that occur.
+    the official scripts' keys: v1.1 `exact_match`, `f1` (and `total`);
+    v2.0 `exact`, `f1`, `total` and `HasAns_*` / `NoAns_*` of those for the
+    groups that occur.
   """
   examples, says_v2 = _questions(dataset)
   if not isinstance(predictions, dict):
@@ -122,21 +123,22 @@ def evaluate(dataset, predictions, version_2=None):
   if missing:
     logging.warning("%d question(s) have no prediction; they score 0",
                     missing)
-  result = _summary(exact, f1, [e.qas_id for e in examples])
+  em_key = "exact" if version_2 else "exact_match"
+  result = _summary(exact, f1, [e.qas_id for e in examples], em_key)
   if version_2:
     for prefix, has_answer in (("HasAns_", True), ("NoAns_", False)):
       ids = [e.qas_id for e in examples
              if bool(e.all_answers) == has_answer]
       if ids:
         result.update((prefix + k, v)
-                      for k, v in _summary(exact, f1, ids).items())
+                      for k, v in _summary(exact, f1, ids, em_key).items())
   return result
 
 
-def _summary(exact, f1, ids):
+def _summary(exact, f1, ids, em_key):
   total = len(ids)
   scale = 100.0 / total if total else 0.0
-  return {"exact_match": scale * sum(exact[i] for i in ids),
+  return {em_key: scale * sum(exact[i] for i in ids),
           "f1": scale * sum(f1[i] for i in ids),
           "total": total}
 
@@ -157,6 +159,7 @@ def main(argv):
     sys.exit(f"error: {pred_file}: {e}")
   v2 = "HasAns_total" in result or "NoAns_total" in result
   print(json.dumps(result, indent=2 if v2 else None))  # as the official ones
+
 
 def run():
   app.run(main)
