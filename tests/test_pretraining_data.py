@@ -11,7 +11,7 @@ import pytest
 
 from conftest import HELDOUT_CORPUS, STUDENT_VOCAB, VOCAB
 from tfmodels.configs import load_config
-from tfmodels.data import create_pretraining_data as cpd
+from tfmodels.data import pretraining_records as records
 from tfmodels.data.pretraining import (MixedVocabulary, PretrainingOptions,
                                        create_instances, read_documents,
                                        truncate_seq_pair)
@@ -22,18 +22,13 @@ from tfmodels.tokenization import WordPieceTokenizer
 
 
 @pytest.fixture(scope="module")
-def teacher(tokenizer):
-  return tokenizer
+def vocab(tokenizer):
+  return MixedVocabulary(tokenizer)
 
 
 @pytest.fixture(scope="module")
-def vocab(teacher):
-  return MixedVocabulary(teacher)
-
-
-@pytest.fixture(scope="module")
-def mixed_vocab(teacher):
-  return MixedVocabulary(teacher, WordPieceTokenizer(STUDENT_VOCAB))
+def mixed_vocab(tokenizer):
+  return MixedVocabulary(tokenizer, WordPieceTokenizer(STUDENT_VOCAB))
 
 
 @pytest.fixture(scope="module")
@@ -47,9 +42,9 @@ def _write_and_read(tmp_path, documents, vocab, options, dupe_factor=2):
                                dupe_factor)
   out = tmp_path / "shards"
   out.mkdir()
-  cpd.write_shards(instances, vocab, options, str(out), num_shards=3)
+  records.write_shards(instances, vocab, options, str(out), num_shards=3)
   meta = {"options": vars(options), "mixed_vocabulary": vocab.mixed,
-          **cpd.summarize(instances, vocab)}
+          **records.summarize(instances, vocab)}
   (out / "meta.json").write_text(json.dumps(meta))
   batches = list(pretraining_dataset(str(out), batch_size=4096,
                                      is_training=False))
@@ -188,6 +183,73 @@ def test_reader_feeds_the_pretrainer(tmp_path, documents, vocab):
   assert outputs["sentence_logits"].shape == (2, 2)
 
 
+def _ordered_documents(vocab, num_docs=6, sentences=30, length=5):
+  """Documents of whole-word ids, increasing through each document."""
+  pool = [i for i in range(2000, vocab.teacher_size)
+          if not vocab.is_continuation[i]]
+  per_doc = sentences * length
+  return [[pool[d * per_doc + k * length:d * per_doc + (k + 1) * length]
+           for k in range(sentences)] for d in range(num_docs)]
+
+
+def _pair(instance, vocab):
+  tokens = list(instance.tokens)
+  for p, t in zip(instance.masked_lm_positions, instance.masked_lm_ids):
+    tokens[p] = t
+  sep = tokens.index(vocab.sep_id)
+  return tokens[1:sep], tokens[sep + 1:-1]
+
+
+@pytest.mark.parametrize("objective", ["nsp", "sop"])
+def test_sentence_labels_mean_what_they_say(vocab, objective):
+  documents = _ordered_documents(vocab)
+  doc_of = {t: d for d, doc in enumerate(documents) for s in doc for t in s}
+  options = PretrainingOptions(max_seq_length=24, sentence_objective=objective)
+  instances = create_instances(documents, vocab, options, random.Random(3), 4)
+  labels = [i.is_random_next for i in instances]
+  assert 0.4 < np.mean(labels) < 0.6
+  for instance in instances:
+    a, b = _pair(instance, vocab)
+    same_doc = {doc_of[t] for t in a} == {doc_of[t] for t in b}
+    assert len({doc_of[t] for t in a}) == 1
+    if objective == "nsp" and instance.is_random_next:
+      assert not same_doc  # B from another document
+    elif instance.is_random_next:  # SOP: the true pair, swapped
+      assert same_doc and max(b) < min(a)
+    else:  # B continues A
+      assert same_doc and max(a) < min(b)
+
+
+def test_every_sentence_is_used(vocab):
+  """Sentences left unused by a random-next B are put back, not lost."""
+  documents = _ordered_documents(vocab)
+  # 35 tokens = 7 sentences: no truncation, so every id must reappear.
+  options = PretrainingOptions(max_seq_length=38, short_seq_prob=0)
+  instances = create_instances(documents, vocab, options, random.Random(5))
+  seen = set()
+  for instance in instances:
+    a, b = _pair(instance, vocab)
+    seen.update(a)
+    if not instance.is_random_next:
+      seen.update(b)
+  all_ids = {t for doc in documents for s in doc for t in s}
+  assert len(seen) / len(all_ids) > 0.97  # cut one-sentence chunks lose B
+
+
+def test_short_and_degenerate_documents(vocab):
+  """One-sentence and one-token documents, and a budget of one mask."""
+  documents = [[[2000]], [[2001, 2002]], [[2003, 2004], [2005]]]
+  options = PretrainingOptions(max_seq_length=8, max_ngram=3,
+                               whole_word_mask=True)
+  instances = create_instances(documents, vocab, options, random.Random(0),
+                               dupe_factor=50)
+  assert len(instances) > 50
+  for instance in instances:
+    assert len(instance.tokens) <= 8
+    assert len(instance.masked_lm_positions) == 1  # round(n * 0.15) -> 1
+    assert instance.tokens.count(vocab.sep_id) == 2
+
+
 def test_truncate_seq_pair_trims_the_longer_side():
   a, b = list(range(10)), list(range(100, 103))
   truncate_seq_pair(a, b, 8, random.Random(0))
@@ -223,3 +285,27 @@ def test_command_writes_shards_and_refuses_to_overwrite(tmp_path):
   assert again.returncode != 0
   assert again.stderr.strip().endswith(
       f"error: --output_dir {out} exists (pass --overwrite to replace it)")
+
+
+def test_command_refuses_bad_input_and_foreign_directories(tmp_path):
+  corrupt = tmp_path / "corpus.txt.gz"
+  corrupt.write_bytes(b"\x1f\x8b\x08\x00garbage")
+  mine = tmp_path / "mine"
+  mine.mkdir()
+  (mine / "notes.txt").write_text("keep me")
+  env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"}
+  base = [sys.executable, "-m", "tfmodels.data.create_pretraining_data",
+          "--vocab_file", VOCAB]
+  bad = subprocess.run(base + ["--input_file", str(corrupt), "--output_dir",
+                               str(tmp_path / "out")],
+                       capture_output=True, text=True, env=env)
+  assert bad.returncode != 0
+  assert bad.stderr.strip().splitlines()[-1].startswith(
+      f"error: --input_file {corrupt}: cannot read text")
+  assert not (tmp_path / "out").exists()
+  foreign = subprocess.run(
+      base + ["--input_file", HELDOUT_CORPUS, "--output_dir", str(mine),
+              "--overwrite"], capture_output=True, text=True, env=env)
+  assert foreign.returncode != 0
+  assert "refusing to replace it" in foreign.stderr
+  assert (mine / "notes.txt").read_text() == "keep me"

@@ -6,14 +6,13 @@ import os
 
 import pytest
 
+from conftest import DATA
 from tfmodels.data import glue, squad, tagging
 from tfmodels.data.demo_sources import BROWN_GENRES
 from tfmodels.data.text_io import open_text
-from tfmodels.tokenization import WordPieceTokenizer, load_vocab
+from tfmodels.tokenization import load_vocab
 from tfmodels.vocab_learning import ascii_pieces, overlap
 
-DATA = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(
-    __file__))), "data")
 MANIFEST = json.load(open(os.path.join(DATA, "manifest.json")))
 FILES = MANIFEST["files"]
 NOTICE = open(os.path.join(DATA, "NOTICE.md"), encoding="utf-8").read()
@@ -76,8 +75,7 @@ def test_brown_tagging_task(split):
     assert {"nn", "vb", "jj", "at"} <= set(tagging.tag_vocabulary(sentences))
 
 
-def test_wordnet_qa_answers_are_recovered_from_token_spans():
-  tokenizer = WordPieceTokenizer(_path("vocab/uncased_vocab.txt"))
+def test_wordnet_qa_answers_are_recovered_from_token_spans(tokenizer):
   train = squad.read_squad(_path("wordnet_qa/train.json.gz"),
                            is_training=True)
   dev = squad.read_squad(_path("wordnet_qa/dev.json.gz"))
@@ -88,9 +86,13 @@ def test_wordnet_qa_answers_are_recovered_from_token_spans():
   recovery = squad.recover_answer_spans(train.examples, tokenizer)
   assert recovery.total == len(train.examples)
   assert recovery.not_exact == 0, recovery.failures[:5]
-  # Split by synset: no definition (question) is in both splits.
+  # Split by definition: no question is in both splits, and no question
+  # holds its own answer word.
   assert not ({e.question for e in train.examples} &
               {e.question for e in dev.examples})
+  for e in train.examples + dev.examples:
+    definition = e.question.lower().split("means:", 1)[1]
+    assert e.answer_text.lower() not in definition.split(), e
 
 
 def test_vocabularies():

@@ -224,7 +224,8 @@ def test_impossible_and_accented_answers(tokenizer):
   arrays, metas = build_features([impossible, cafe], tokenizer,
                                  is_training=True)
   assert [m.example_index for m in metas] == [0, 1]
-  assert list(arrays["start_positions"]) == [0, 11]  # 7 = CLS + 5 + SEP
+  # The context starts at 7 (CLS + 5 query pieces + SEP); "cafe" is its 5th.
+  assert list(arrays["start_positions"]) == [0, 11]
   assert list(arrays["end_positions"]) == [0, 14]
   assert tokenizer.convert_ids_to_tokens(arrays["input_ids"][1, 11:15]) == [
       "cafe", "de", "fl", "##ore"]

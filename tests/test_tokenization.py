@@ -12,7 +12,7 @@ from tokenizers import BertWordPieceTokenizer
 
 from conftest import HELDOUT_CORPUS, VOCAB
 from tfmodels.data.text_io import open_text
-from tfmodels.tokenization import VocabError, WordPieceTokenizer, group_words
+from tfmodels.tokenization import VocabError, WordPieceTokenizer
 
 
 HARD_LINES = [
@@ -89,16 +89,16 @@ def test_in_graph_tokenization_matches_python(tokenizer):
   assert ids(tf.constant(lines)).to_list() == tokenizer.ids_batch(lines)
 
 
-def test_cased_tokenizer_keeps_case_and_accents():
+def test_cased_tokenizer_matches_reference_without_lower_casing():
   cased = WordPieceTokenizer(VOCAB, lower_case=False)
-  # The uncased vocab has no "Hello": cased tokenization of capitals differs.
+  reference = BertWordPieceTokenizer(VOCAB, lowercase=False,
+                                     strip_accents=False, clean_text=True,
+                                     handle_chinese_chars=True)
+  lines = ["hello Hello", "Héllo café"] + HARD_LINES[:6]
+  assert cased.tokenize_batch(lines) == _reference_pieces(reference, lines)
+  # The uncased vocabulary has no capitals: cased text tokenizes differently.
   assert cased.tokenize("hello Hello")[0] == "hello"
-  assert cased.tokenize("hello Hello")[1:] != ["hello"]
-
-
-def test_group_words():
-  assert group_words(["una", "##ffa", "##ble", "cat", "##s", "!"]) == [
-      ["una", "##ffa", "##ble"], ["cat", "##s"], ["!"]]
+  assert cased.tokenize("hello Hello")[1:] == ["[UNK]"]
 
 
 def test_tokenize_command_prints_pieces_per_line(tokenizer, tmp_path):

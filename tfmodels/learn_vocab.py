@@ -44,8 +44,13 @@ def main(argv):
       sys.exit(f"error: --teacher_vocab {e}")
   print(f"Learning a {FLAGS.vocab_size}-piece vocabulary from "
         f"{', '.join(FLAGS.corpus)}...", flush=True)
-  vocab = learn_vocabulary(FLAGS.corpus, FLAGS.vocab_size,
-                           FLAGS.do_lower_case, FLAGS.max_lines)
+  if FLAGS.max_lines is not None and FLAGS.max_lines < 1:
+    sys.exit("error: --max_lines must be >= 1")
+  try:
+    vocab = learn_vocabulary(FLAGS.corpus, FLAGS.vocab_size,
+                             FLAGS.do_lower_case, FLAGS.max_lines)
+  except ValueError as e:  # names the file or the flag's value
+    sys.exit(f"error: {e}")
   write_vocab(vocab, FLAGS.output)
   print(f"Wrote {len(vocab)} pieces to {FLAGS.output}")
   if teacher:

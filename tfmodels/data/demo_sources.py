@@ -195,7 +195,11 @@ def _parse_synset(line):
       fields[3], 16)
   lemmas = [re.sub(r"\(.*\)$", "", fields[4 + 2 * k]).replace("_", " ")
             for k in range(count)]
-  parts = [p.strip() for p in gloss.strip().split(";")]
-  definition = "; ".join(p for p in parts if not p.startswith("\""))
-  examples = [p.strip("\"") for p in re.findall(r"\"[^\"]+\"", gloss)]
-  return Synset(offset, pos, lexname, lemmas, definition.strip(), examples)
+  # Examples are the quoted spans, wherever they sit ("...: \"x\"" too);
+  # the definition is what remains, without the separators they leave.
+  examples = re.findall(r"\"([^\"]+)\"", gloss)
+  definition = re.sub(r"\"[^\"]*\"?", " ", gloss)
+  parts = [p.strip().strip(",:").strip() for p in definition.split(";")]
+  definition = "; ".join(p for p in parts if p)
+  return Synset(offset, pos, lexname, lemmas, re.sub(r"\s+", " ", definition),
+                examples)

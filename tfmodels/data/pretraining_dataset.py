@@ -16,7 +16,7 @@ import os
 
 import tensorflow as tf
 
-from tfmodels.data.create_pretraining_data import SHARD_NAME
+from tfmodels.data.pretraining_records import SHARD_NAME
 
 MODEL_INPUTS = ("input_ids", "input_mask", "segment_ids",
                 "masked_lm_positions")

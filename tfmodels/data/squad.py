@@ -88,8 +88,9 @@ def parse_squad(dataset, source="<json>", is_training=False, strict=True):
   """A loaded SQuAD JSON object -> `SquadData`; errors name `source`.
 
   Every question must have an answer unless it `is_impossible` (which then
-  has none). With strict=True an answer whose text is not at its
-  `answer_start` raises; with strict=False it is listed in `mismatched`.
+  has none). With strict=True an answer that is empty or not at its
+  `answer_start` raises; with strict=False (evaluation, as the official
+  scripts accept such files) its question is listed in `mismatched`.
   Training examples use the first answer.
   """
   articles = _get(dataset, "data", list, source)
@@ -141,10 +142,10 @@ def _check_answers(context, spans, where):
   """Message for the first answer not found at its answer_start, or ''."""
   for text, start in spans:
     if not text:
-      raise SquadError(f"{where}: empty answer text")
+      return f"{where}: empty answer text"
     if not 0 <= start <= len(context) - len(text):
-      raise SquadError(f"{where}: answer_start {start} is outside the "
-                       f"context ({len(context)} characters)")
+      return (f"{where}: answer_start {start} is outside the context "
+              f"({len(context)} characters)")
     found = context[start:start + len(text)]
     if found != text:
       return (f"{where}: answer {text!r} is not at answer_start {start} "

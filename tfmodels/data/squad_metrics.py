@@ -5,12 +5,12 @@ same max over gold answers, percentages) so our numbers compare with
 published ones:
 
     python -m tfmodels.data.squad_metrics dev-v1.1.json predictions.json
-    # {"exact_match": 81.2, "f1": 88.5, "total": 10570}
+    # {"exact_match": <EM %>, "f1": <F1 %>, "total": <questions>}
 
 v2.0 scoring differs only for no-answer questions: their gold is the empty
 string, and an empty prediction scores 1 against it (EM and F1); the result
-adds `HasAns_*` and `NoAns_*` breakdowns. Keys are `exact_match`, `f1`,
-`total` for both versions (the v2.0 script says `exact` for `exact_match`).
+adds `HasAns_*` and `NoAns_*` breakdowns. Keys are the official scripts':
+`exact_match` (v1.1) or `exact` (v2.0), `f1`, `total`.
 A question without a prediction scores 0 (v1.1 behaviour).
 """
 

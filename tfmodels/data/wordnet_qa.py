@@ -6,7 +6,8 @@ definition ("Which word means: a tangible and visible entity?"), the answer is
 that lemma's span in the example sentence, and the context is the example
 sentence among 3 to 5 example sentences of other synsets (distractors that do
 not contain the answer). Synsets are split between train and dev by their
-definition, so no question is seen in both.
+definition, so no question is seen in both; a synset whose definition holds
+the answer word is left out.
 """
 
 import hashlib
@@ -58,8 +59,12 @@ def build_squad(synsets, seed=0, dev_fraction=0.1, max_train=None,
     else:
       continue
     answer, start = found
-    distractors = []
-    while len(distractors) < rng.randint(3, 5):
+    if _find_lemma([answer], synset.definition):
+      continue  # the question would contain its answer
+    wanted, distractors = rng.randint(3, 5), []
+    for _ in range(100 * wanted):
+      if len(distractors) == wanted:
+        break
       other, text = pool[rng.randrange(len(pool))]
       if other is synset or _find_lemma([answer], text) or text in distractors:
         continue
