@@ -173,8 +173,9 @@ def instances_from_document(documents, index, vocab, options, rng):
   Two changes keep the sentence labels balanced (the reference gives up to
   60% random-next on real text): the short target length is drawn per
   instance, not once per document (one short draw on a long speech made
-  hundreds of one-sentence chunks), and a one-sentence chunk is cut at a
-  random token into A and B instead of always taking B from another document.
+  hundreds of one-sentence chunks), and a one-sentence chunk is cut between
+  two of its words into A and B instead of always taking B from another
+  document.
   """
   document = [segment(s, vocab, options, rng) for s in documents[index]]
   max_num_tokens = options.max_seq_length - 3
