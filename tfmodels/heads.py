@@ -55,7 +55,8 @@ class MaskedLMHead(keras.layers.Layer):
     self.dense = keras.layers.Dense(self.width, kernel_initializer=_init(c),
                                     name="transform")
     self.activation = get_activation(c.hidden_act)
-    self.norm = keras.layers.LayerNormalization(epsilon=c.layer_norm_eps,
+    self.norm = keras.layers.LayerNormalization(epsilon=c.mlm_layer_norm_eps
+                                                or c.layer_norm_eps,
                                                 name="transform_norm")
 
   def build(self, input_shape):

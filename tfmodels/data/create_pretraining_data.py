@@ -17,9 +17,7 @@ records the settings and counts, so readers need not be told the lengths.
 import json
 import os
 import random
-import shutil
 import sys
-import tempfile
 
 from absl import app, flags
 
@@ -113,10 +111,8 @@ def main(argv):
     instances = create_instances(documents, vocab, options, rng,
                                  FLAGS.dupe_factor, progress=bar.update)
 
-  parent = os.path.dirname(os.path.abspath(FLAGS.output_dir))
-  os.makedirs(parent, exist_ok=True)
-  staging = tempfile.mkdtemp(prefix=".pretrain-", dir=parent)
-  try:
+  from tfmodels.staging import staged_directory
+  with staged_directory(FLAGS.output_dir) as staging:
     write_shards(instances, vocab, options, staging, FLAGS.num_shards)
     meta = {
         "options": dataclasses.asdict(options),
@@ -132,12 +128,6 @@ def main(argv):
     }
     with open(os.path.join(staging, "meta.json"), "w") as f:
       json.dump(meta, f, indent=2)
-    if os.path.exists(FLAGS.output_dir):
-      shutil.rmtree(FLAGS.output_dir)
-    os.rename(staging, FLAGS.output_dir)
-  except BaseException:
-    shutil.rmtree(staging, ignore_errors=True)
-    raise
   print(f"Wrote {meta['instances']} instances, masked fraction "
         f"{meta['masked_fraction']:.4f}, to {FLAGS.output_dir}")
 

@@ -1,0 +1,1 @@
+"""Checkpoint interoperability: Hugging Face and Google TF1 in, Hugging Face out."""

@@ -1,0 +1,87 @@
+"""Convert checkpoints: Hugging Face or Google TF1 in, ours out; ours to HF.
+
+    python -m tfmodels.checkpoints.convert --from hf \
+        --input path/to/hf_model_dir --output /tmp/ours
+    python -m tfmodels.checkpoints.convert --from tf1 \
+        --input uncased_L-12_H-768_A-12/bert_model.ckpt \
+        --config uncased_L-12_H-768_A-12/bert_config.json --output /tmp/ours
+    python -m tfmodels.checkpoints.convert --to hf --input /tmp/ours \
+        --output /tmp/hf_again
+
+Our directory holds config.json, head.json, a tf.train.Checkpoint and a
+SavedModel (see `model_dir.py`). Every tensor must map to a variable and every
+variable to a tensor, with the same shape, or nothing is written.
+"""
+
+import os
+import sys
+
+from absl import app, flags, logging
+
+FLAGS = flags.FLAGS
+flags.DEFINE_enum("from", None, ["hf", "tf1"], "Import from this format.")
+flags.DEFINE_enum("to", None, ["hf"], "Export our directory to this format.")
+flags.DEFINE_string("input", None, "HF directory (or .safetensors), TF1 "
+                    "checkpoint prefix, or our directory (--to).")
+flags.DEFINE_string("output", None, "Directory to write.")
+flags.DEFINE_string("config", None, "TF1 only: Google's bert_config.json "
+                    "(default: bert_config.json / albert_config.json beside "
+                    "the checkpoint).")
+flags.DEFINE_string("name", None, "Model name recorded in our config.")
+flags.DEFINE_bool("overwrite", False, "Replace an existing --output.")
+flags.mark_flag_as_required("input")
+flags.mark_flag_as_required("output")
+
+
+def _import(source_format):
+  if source_format == "hf":
+    from tfmodels.checkpoints import hf
+    return hf.import_checkpoint(FLAGS.input, FLAGS.name)
+  from tfmodels.checkpoints import tf1
+  return tf1.import_checkpoint(FLAGS.input, FLAGS.config, FLAGS.name)
+
+
+def _export_hf():
+  from tfmodels.checkpoints.hf import export_checkpoint
+  from tfmodels.checkpoints.model_dir import load_model_dir
+  from tfmodels.staging import staged_directory
+  model, config, head = load_model_dir(FLAGS.input)
+  with staged_directory(FLAGS.output) as staging:
+    export_checkpoint(model, config, head, staging)
+  return config, head
+
+
+def main(argv):
+  if len(argv) > 1:
+    raise app.UsageError(f"unexpected arguments: {' '.join(argv[1:])}")
+  source_format = FLAGS["from"].value
+  if (source_format is None) == (FLAGS.to is None):
+    sys.exit("error: give exactly one of --from and --to")
+  if os.path.exists(FLAGS.output) and not FLAGS.overwrite:
+    sys.exit(f"error: --output {FLAGS.output} exists (pass --overwrite)")
+  if not os.path.exists(FLAGS.input) and not (
+      source_format == "tf1" and os.path.exists(FLAGS.input + ".index")):
+    sys.exit(f"error: --input {FLAGS.input}: no such file or directory")
+  logging.set_verbosity(logging.WARNING)  # SavedModel writing is chatty
+  from tfmodels.checkpoints.transfer import CheckpointError
+  from tfmodels.configs import ConfigError
+  try:
+    if FLAGS.to:
+      config, head = _export_hf()
+    else:
+      from tfmodels.checkpoints.model_dir import save_model_dir
+      model, config, head = _import(source_format)
+      save_model_dir(model, config, head, FLAGS.output, FLAGS.overwrite)
+  except (CheckpointError, ConfigError, OSError) as e:
+    sys.exit(f"error: {e}")
+  print(f"{config.name}: {config.model_type}, {config.num_hidden_layers} "
+        f"layers, hidden {config.hidden_size}, head {head.kind} -> "
+        f"{FLAGS.output}")
+
+
+def run():
+  app.run(main)
+
+
+if __name__ == "__main__":
+  run()

@@ -1,0 +1,393 @@
+"""Hugging Face checkpoints (`config.json` + `model.safetensors`) <-> ours.
+
+BERT, ALBERT and MobileBERT, the bare model or with the pre-training
+(MLM + NSP / SOP), sequence-classification or question-answering head.
+Safetensors are read and written with the package's numpy API, so PyTorch is
+not needed. Things that differ from our layout, handled here:
+
+* PyTorch `Linear.weight` is [out, in]; our kernels are [in, out].
+* MobileBERT stacks `num_feedforward_networks` FFNs; Hugging Face names the
+  first ones `ffn.{j}` and the last one `intermediate` / `output` (whose
+  `output` also holds the bottleneck-out projection).
+* MobileBERT's MLM decoder is `concat(word_embeddings^T, dense.weight)`; its
+  `dense.weight` [H - E, V] is our `extra_output_weights` [V, H - E].
+* Tied decoder copies (`*.decoder.weight`, `*.decoder.bias`) may or may not be
+  in the file; when present they must equal what they are tied to.
+* `save_pretrained` omits config values equal to the class defaults, so the
+  defaults of each config class are filled in (`HF_DEFAULTS`).
+* The QA models have no pooler; ours is zeroed (pooled_output is 0).
+* transformers' MobileBERT LayerNorm variant ignores `layer_norm_eps` in the
+  encoder (PyTorch's 1e-5) and uses it only in the MLM head: imported as
+  `layer_norm_eps` 1e-5 and `mlm_layer_norm_eps`.
+"""
+
+import json
+import os
+
+import numpy as np
+
+from tfmodels.checkpoints.model_dir import Head
+from tfmodels.checkpoints.transfer import CheckpointError, Entry
+from tfmodels.configs import ConfigError, ModelConfig
+
+CONFIG_NAME = "config.json"
+WEIGHTS_NAME = "model.safetensors"
+
+_COMMON = ("vocab_size", "hidden_size", "num_hidden_layers",
+           "num_attention_heads", "intermediate_size", "hidden_act",
+           "hidden_dropout_prob", "attention_probs_dropout_prob",
+           "max_position_embeddings", "type_vocab_size", "initializer_range",
+           "layer_norm_eps")
+_MOBILEBERT = ("embedding_size", "trigram_input", "use_bottleneck",
+               "intra_bottleneck_size", "key_query_shared_bottleneck",
+               "use_bottleneck_attention", "num_feedforward_networks",
+               "normalization_type", "classifier_activation")
+# Class defaults of transformers' BertConfig, AlbertConfig, MobileBertConfig.
+HF_DEFAULTS = {
+    "bert": dict(vocab_size=30522, hidden_size=768, num_hidden_layers=12,
+                 num_attention_heads=12, intermediate_size=3072,
+                 hidden_act="gelu", hidden_dropout_prob=0.1,
+                 attention_probs_dropout_prob=0.1,
+                 max_position_embeddings=512, type_vocab_size=2,
+                 initializer_range=0.02, layer_norm_eps=1e-12),
+    "albert": dict(vocab_size=30000, embedding_size=128, hidden_size=4096,
+                   num_hidden_layers=12, num_hidden_groups=1,
+                   num_attention_heads=64, intermediate_size=16384,
+                   inner_group_num=1, hidden_act="gelu_new",
+                   hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0,
+                   max_position_embeddings=512, type_vocab_size=2,
+                   initializer_range=0.02, layer_norm_eps=1e-12),
+    "mobilebert": dict(vocab_size=30522, hidden_size=512,
+                       num_hidden_layers=24, num_attention_heads=4,
+                       intermediate_size=512, hidden_act="relu",
+                       hidden_dropout_prob=0.0,
+                       attention_probs_dropout_prob=0.1,
+                       max_position_embeddings=512, type_vocab_size=2,
+                       initializer_range=0.02, layer_norm_eps=1e-12,
+                       embedding_size=128, trigram_input=True,
+                       use_bottleneck=True, intra_bottleneck_size=128,
+                       use_bottleneck_attention=False,
+                       key_query_shared_bottleneck=True,
+                       num_feedforward_networks=4,
+                       normalization_type="no_norm",
+                       classifier_activation=True),
+}
+_PREFIX = {"bert": "bert.", "albert": "albert.", "mobilebert": "mobilebert."}
+_CLASS = {"bert": "Bert", "albert": "Albert", "mobilebert": "MobileBert"}
+_ARCHITECTURE = {"encoder": "Model", "pretrainer": "ForPreTraining",
+                 "classifier": "ForSequenceClassification",
+                 "span": "ForQuestionAnswering"}
+
+
+def hf_model_type(config: ModelConfig):
+  if config.model_type == "mobilebert":
+    return "mobilebert"
+  return "albert" if config.sharing_mode == "all" else "bert"
+
+
+# --- configs ---------------------------------------------------------------
+
+def config_from_hf(hf, source, name="imported"):
+  """Our ModelConfig from a Hugging Face config dict."""
+  model_type = hf.get("model_type")
+  if model_type not in HF_DEFAULTS:
+    raise CheckpointError(
+        f"{source}: model_type {model_type!r} is not one of "
+        f"{', '.join(HF_DEFAULTS)} (a config of another architecture?)")
+  full = dict(HF_DEFAULTS[model_type], **hf)
+  values = {k: full[k] for k in _COMMON}
+  values["name"] = name
+  if model_type == "albert":
+    if full["inner_group_num"] != 1:
+      raise CheckpointError(f"{source}: inner_group_num "
+                            f"{full['inner_group_num']} is not supported (1)")
+    values.update(embedding_size=full["embedding_size"], sharing_mode="all",
+                  num_hidden_groups=full["num_hidden_groups"])
+  elif model_type == "mobilebert":
+    values.update({k: full[k] for k in _MOBILEBERT}, model_type="mobilebert")
+    if full["normalization_type"] == "layer_norm":
+      # transformers builds MobileBERT's encoder LayerNorms without passing
+      # layer_norm_eps, so they use PyTorch's 1e-5; only the MLM head uses
+      # layer_norm_eps. Match what the weights were trained with.
+      values.update(layer_norm_eps=1e-5,
+                    mlm_layer_norm_eps=full["layer_norm_eps"])
+  try:
+    return ModelConfig.from_dict(values, source)
+  except ConfigError as e:
+    raise CheckpointError(str(e)) from None
+
+
+def config_to_hf(config: ModelConfig, head: Head):
+  """A Hugging Face config dict that transformers loads for this model."""
+  model_type = hf_model_type(config)
+  if config.uses_kronecker or config.mixed_vocab_size or (
+      config.sharing_mode not in ("none", "all")) or (
+          model_type == "bert" and config.embedding_size not in (
+              0, config.hidden_size)):
+    raise CheckpointError(f"{config.name}: no Hugging Face architecture "
+                          "holds this model")
+  out = {"model_type": model_type,
+         "architectures": [_CLASS[model_type] + _ARCHITECTURE[head.kind]],
+         "pad_token_id": 0}
+  out.update({k: getattr(config, k) for k in _COMMON})
+  if model_type == "mobilebert" and config.normalization_type == "layer_norm":
+    # The inverse of config_from_hf: the encoder's 1e-5 is implied.
+    out["layer_norm_eps"] = config.mlm_layer_norm_eps or config.layer_norm_eps
+  if model_type == "albert":
+    out.update(embedding_size=config.embedding_size, inner_group_num=1,
+               num_hidden_groups=config.num_hidden_groups)
+  elif model_type == "mobilebert":
+    out.update({k: getattr(config, k) for k in _MOBILEBERT})
+    out["true_hidden_size"] = (config.intra_bottleneck_size
+                               if config.use_bottleneck else
+                               config.hidden_size)
+  if head.kind == "classifier":
+    out["id2label"] = {str(i): f"LABEL_{i}" for i in range(head.num_classes)}
+    out["label2id"] = {f"LABEL_{i}": i for i in range(head.num_classes)}
+  return out
+
+
+# --- tensor names ------------------------------------------------------------
+
+def _dense(ours, theirs):
+  return [Entry(f"{ours}/kernel", f"{theirs}.weight", True),
+          Entry(f"{ours}/bias", f"{theirs}.bias")]
+
+
+def _norm(ours, theirs):
+  return [Entry(f"{ours}/gamma", f"{theirs}.weight"),
+          Entry(f"{ours}/beta", f"{theirs}.bias")]
+
+
+def _embeddings(config, p):
+  e = "embeddings"
+  entries = [
+      Entry(f"{e}/word_embeddings/embeddings",
+            f"{p}embeddings.word_embeddings.weight"),
+      Entry(f"{e}/position_embeddings",
+            f"{p}embeddings.position_embeddings.weight"),
+      Entry(f"{e}/token_type_embeddings/embeddings",
+            f"{p}embeddings.token_type_embeddings.weight"),
+  ] + _norm(f"{e}/norm", f"{p}embeddings.LayerNorm")
+  model_type = hf_model_type(config)
+  if model_type == "albert":
+    entries += _dense(f"{e}/embedding_transformation",
+                      f"{p}encoder.embedding_hidden_mapping_in")
+  elif model_type == "mobilebert":
+    entries += _dense(f"{e}/embedding_transformation",
+                      f"{p}embeddings.embedding_transformation")
+  return entries
+
+
+def _bert_layer(att, ffn, theirs, albert):
+  """One BERT / ALBERT transformer layer (attention block + FFN block)."""
+  if albert:
+    names = {"query": "attention.query", "key": "attention.key",
+             "value": "attention.value", "attention_output": "attention.dense",
+             "attention_norm": "attention.LayerNorm", "intermediate": "ffn",
+             "output": "ffn_output", "ffn_norm": "full_layer_layer_norm"}
+  else:
+    names = {"query": "attention.self.query", "key": "attention.self.key",
+             "value": "attention.self.value",
+             "attention_output": "attention.output.dense",
+             "attention_norm": "attention.output.LayerNorm",
+             "intermediate": "intermediate.dense", "output": "output.dense",
+             "ffn_norm": "output.LayerNorm"}
+  entries = []
+  for k in ("query", "key", "value", "attention_output"):
+    entries += _dense(f"{att}/self_attention/{k}", theirs + names[k])
+  entries += _norm(f"{att}/norm", theirs + names["attention_norm"])
+  entries += _dense(f"{ffn}/intermediate", theirs + names["intermediate"])
+  entries += _dense(f"{ffn}/output", theirs + names["output"])
+  entries += _norm(f"{ffn}/norm", theirs + names["ffn_norm"])
+  return entries
+
+
+def _mobilebert_layer(config, ours, theirs):
+  entries = []
+  if config.use_bottleneck:
+    entries += _dense(f"{ours}/bottleneck_input",
+                      theirs + "bottleneck.input.dense")
+    entries += _norm(f"{ours}/bottleneck_input_norm",
+                     theirs + "bottleneck.input.LayerNorm")
+    if config.key_query_shared_bottleneck and (
+        not config.use_bottleneck_attention):
+      entries += _dense(f"{ours}/shared_query_key",
+                        theirs + "bottleneck.attention.dense")
+      entries += _norm(f"{ours}/shared_query_key_norm",
+                       theirs + "bottleneck.attention.LayerNorm")
+    entries += _dense(f"{ours}/bottleneck_output",
+                      theirs + "output.bottleneck.dense")
+    entries += _norm(f"{ours}/bottleneck_output_norm",
+                     theirs + "output.bottleneck.LayerNorm")
+  for k in ("query", "key", "value"):
+    entries += _dense(f"{ours}/self_attention/{k}",
+                      theirs + f"attention.self.{k}")
+  entries += _dense(f"{ours}/self_attention/attention_output",
+                    theirs + "attention.output.dense")
+  entries += _norm(f"{ours}/attention_norm",
+                   theirs + "attention.output.LayerNorm")
+  last = config.num_feedforward_networks - 1
+  for j in range(config.num_feedforward_networks):
+    # Hugging Face keeps the last stacked FFN under BERT's names.
+    ffn = theirs + (f"ffn.{j}." if j < last else "")
+    entries += _dense(f"{ours}/ffn_{j}/intermediate",
+                      ffn + "intermediate.dense")
+    entries += _dense(f"{ours}/ffn_{j}/output", ffn + "output.dense")
+    entries += _norm(f"{ours}/ffn_{j}/norm", ffn + "output.LayerNorm")
+  return entries
+
+
+def tensor_entries(config: ModelConfig, head: Head, prefix):
+  """Every (our variable, Hugging Face tensor) pair of the model."""
+  model_type = hf_model_type(config)
+  p = prefix
+  entries = _embeddings(config, p)
+  for i in range(config.num_hidden_layers):
+    if model_type == "mobilebert":
+      entries += _mobilebert_layer(config, f"layer_{i}",
+                                   f"{p}encoder.layer.{i}.")
+    elif model_type == "bert":
+      entries += _bert_layer(f"layer_{i}_attention", f"layer_{i}_ffn",
+                             f"{p}encoder.layer.{i}.", albert=False)
+  if model_type == "albert":
+    for g in range(config.num_hidden_groups):
+      entries += _bert_layer(
+          f"group_{g}_attention", f"group_{g}_ffn",
+          f"{p}encoder.albert_layer_groups.{g}.albert_layers.0.", albert=True)
+  if head.kind == "span":
+    pass  # the QA models of transformers have no pooler
+  elif model_type == "albert":
+    entries += _dense("pooler", f"{p}pooler")
+  elif model_type == "bert" or config.classifier_activation:
+    entries += _dense("pooler", f"{p}pooler.dense")
+  if head.kind == "pretrainer":
+    entries += _pretraining_head(config, model_type)
+  elif head.kind == "classifier":
+    entries += _dense("classifier/logits", "classifier")
+  elif head.kind == "span":
+    entries += _dense("span/span_logits", "qa_outputs")
+  return entries
+
+
+def _pretraining_head(config, model_type):
+  if model_type == "albert":
+    return (_dense("mlm/transform", "predictions.dense")
+            + _norm("mlm/transform_norm", "predictions.LayerNorm")
+            + [Entry("mlm/output_bias", "predictions.bias")]
+            + _dense("sop/logits", "sop_classifier.classifier"))
+  entries = (_dense("mlm/transform", "cls.predictions.transform.dense")
+             + _norm("mlm/transform_norm",
+                     "cls.predictions.transform.LayerNorm")
+             + [Entry("mlm/output_bias", "cls.predictions.bias")]
+             + _dense("nsp/logits", "cls.seq_relationship"))
+  if model_type == "mobilebert":
+    entries.append(Entry("mlm/extra_output_weights",
+                         "cls.predictions.dense.weight", True))
+  return entries
+
+
+def tied_copies(config: ModelConfig, prefix):
+  """{tied tensor name: the tensor it must equal} (decoder weight / bias)."""
+  if hf_model_type(config) == "albert":
+    mlm = "predictions."
+  else:
+    mlm = "cls.predictions."
+  return {f"{mlm}decoder.weight": f"{prefix}embeddings.word_embeddings.weight",
+          f"{mlm}decoder.bias": f"{mlm}bias"}
+
+
+def detect_head(model_type, tensors, source):
+  """The head a state dict holds, from its tensor names."""
+  mlm = "predictions.bias" if model_type == "albert" else "cls.predictions.bias"
+  sentence = ("sop_classifier.classifier.weight" if model_type == "albert"
+              else "cls.seq_relationship.weight")
+  if mlm in tensors:
+    if sentence not in tensors:
+      raise CheckpointError(f"{source}: an MLM head without its "
+                            f"{'SOP' if model_type == 'albert' else 'NSP'} "
+                            "head (ForMaskedLM) is not supported; use "
+                            "the ForPreTraining or base model")
+    return Head("pretrainer", sentence_objective="sop"
+                if model_type == "albert" else "nsp")
+  if "classifier.weight" in tensors:
+    return Head("classifier", num_classes=tensors["classifier.weight"].shape[0])
+  if "qa_outputs.weight" in tensors:
+    return Head("span")
+  return Head("encoder")
+
+
+# --- files -----------------------------------------------------------------
+
+def read_checkpoint(path):
+  """(hf config dict, {name: array}, source) from a directory or a file."""
+  directory = path if os.path.isdir(path) else os.path.dirname(path)
+  config_path = os.path.join(directory, CONFIG_NAME)
+  weights_path = path if path.endswith(".safetensors") else os.path.join(
+      directory, WEIGHTS_NAME)
+  for required in (config_path, weights_path):
+    if not os.path.isfile(required):
+      raise CheckpointError(f"{required}: no such file")
+  try:
+    with open(config_path) as f:
+      hf = json.load(f)
+  except (OSError, ValueError) as e:
+    raise CheckpointError(f"{config_path}: cannot read JSON ({e})") from None
+  if not isinstance(hf, dict):
+    raise CheckpointError(f"{config_path}: not a JSON object")
+  from safetensors import SafetensorError
+  from safetensors.numpy import load_file
+  try:
+    tensors = load_file(weights_path)
+  except (SafetensorError, OSError, ValueError) as e:
+    raise CheckpointError(f"{weights_path}: cannot read safetensors ({e})"
+                          ) from None
+  renamed = {}
+  for name, value in tensors.items():  # old checkpoints say gamma / beta
+    name = name.replace("LayerNorm.gamma", "LayerNorm.weight").replace(
+        "LayerNorm.beta", "LayerNorm.bias")
+    renamed[name] = value
+  return hf, renamed, weights_path
+
+
+def import_checkpoint(path, name=None):
+  """(model, config, head) with every weight of a Hugging Face checkpoint."""
+  from tfmodels.checkpoints.model_dir import build_model
+  from tfmodels.checkpoints.transfer import assign
+  hf, tensors, source = read_checkpoint(path)
+  name = name or os.path.basename(os.path.normpath(
+      path if os.path.isdir(path) else os.path.dirname(path)))
+  config = config_from_hf(hf, os.path.join(os.path.dirname(source),
+                                           CONFIG_NAME), name)
+  model_type = hf_model_type(config)
+  prefix = _PREFIX[model_type] if any(
+      k.startswith(_PREFIX[model_type]) for k in tensors) else ""
+  head = detect_head(model_type, tensors, source)
+  ignored = {k for k in tensors
+             if k.endswith(("position_ids", "embeddings.token_type_ids"))}
+  for copy, original in tied_copies(config, prefix).items():
+    if copy in tensors:
+      if original not in tensors or not np.array_equal(tensors[copy],
+                                                       tensors[original]):
+        raise CheckpointError(f"{source}: {copy} is not tied to {original}; "
+                              "untied MLM decoders are not supported")
+      ignored.add(copy)
+  model = build_model(config, head)
+  assign(model, tensor_entries(config, head, prefix), tensors, source,
+         ignored, absent=("pooler/",) if head.kind == "span" else ())
+  return model, config, head
+
+
+def export_checkpoint(model, config, head, output_dir):
+  """Writes config.json + model.safetensors that transformers loads."""
+  from safetensors.numpy import save_file
+  from tfmodels.checkpoints.transfer import extract
+  hf = config_to_hf(config, head)
+  prefix = _PREFIX[hf["model_type"]] if head.kind != "encoder" else ""
+  tensors = extract(model, tensor_entries(config, head, prefix))
+  os.makedirs(output_dir, exist_ok=True)
+  save_file(tensors, os.path.join(output_dir, WEIGHTS_NAME),
+            metadata={"format": "pt"})
+  with open(os.path.join(output_dir, CONFIG_NAME), "w") as f:
+    json.dump(hf, f, indent=2)
+    f.write("\n")

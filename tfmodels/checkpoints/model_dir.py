@@ -1,0 +1,100 @@
+"""Our converted-model directory: config, head, checkpoint and SavedModel.
+
+    DIR/config.json      our ModelConfig
+    DIR/head.json        which head the weights include (see `Head`)
+    DIR/ckpt-1.*         tf.train.Checkpoint(model=...)
+    DIR/saved_model/     serving signature: int32 input_ids, input_mask,
+                         segment_ids [B, T] -> sequence_output, pooled_output
+                         (+ logits, or start_logits / end_logits)
+
+Written into a staging directory and renamed, so a failed conversion leaves
+nothing behind.
+"""
+
+import dataclasses
+import json
+import os
+
+import tensorflow as tf
+
+from tfmodels.configs import ModelConfig
+from tfmodels.encoders import INPUT_NAMES, build_encoder
+from tfmodels.models import build_classifier, build_pretrainer, build_span_model
+from tfmodels.staging import staged_directory
+
+HEAD_KINDS = ("encoder", "pretrainer", "classifier", "span")
+CHECKPOINT_PREFIX = "ckpt"
+
+
+@dataclasses.dataclass(frozen=True)
+class Head:
+  """What sits on the encoder: nothing, MLM + NSP/SOP, a classifier, QA."""
+  kind: str = "encoder"
+  num_classes: int = 0  # classifier only
+  sentence_objective: str = "nsp"  # pretrainer only
+
+  def __post_init__(self):
+    if self.kind not in HEAD_KINDS:
+      raise ValueError(f"head kind {self.kind!r} is not one of {HEAD_KINDS}")
+
+
+def build_model(config: ModelConfig, head: Head):
+  """The Keras model whose variables a checkpoint with this head fills."""
+  if head.kind == "pretrainer":
+    return build_pretrainer(config,
+                            sentence_objective=head.sentence_objective)
+  if head.kind == "classifier":
+    return build_classifier(config, head.num_classes)
+  if head.kind == "span":
+    return build_span_model(config)
+  return build_encoder(config)
+
+
+class _Serving(tf.Module):
+  """Fixed signature over the model: named int32 inputs, dict outputs."""
+
+  def __init__(self, model, head):
+    super().__init__()
+    self.model = model
+    self.head_kind = head.kind
+
+  @tf.function(input_signature=[
+      tf.TensorSpec([None, None], tf.int32, name=n) for n in INPUT_NAMES])
+  def serve(self, input_ids, input_mask, segment_ids):
+    features = {"input_ids": input_ids, "input_mask": input_mask,
+                "segment_ids": segment_ids}
+    if self.head_kind == "pretrainer":  # serve the encoder part
+      features["masked_lm_positions"] = tf.zeros_like(input_ids[:, :1])
+    out = self.model(features, training=False)
+    keep = ["sequence_output", "pooled_output", "logits", "start_logits",
+            "end_logits"]
+    return {k: out[k] for k in keep if k in out}
+
+
+def save_model_dir(model, config, head, output_dir, overwrite=False):
+  """Writes DIR atomically; refuses an existing DIR unless overwrite."""
+  if os.path.exists(output_dir) and not overwrite:
+    raise FileExistsError(f"{output_dir} exists (pass --overwrite)")
+  with staged_directory(output_dir) as staging:
+    with open(os.path.join(staging, "config.json"), "w") as f:
+      f.write(config.to_json() + "\n")
+    with open(os.path.join(staging, "head.json"), "w") as f:
+      json.dump(dataclasses.asdict(head), f, indent=2)
+    tf.train.Checkpoint(model=model).write(
+        os.path.join(staging, CHECKPOINT_PREFIX + "-1"))
+    serving = _Serving(model, head)
+    tf.saved_model.save(serving, os.path.join(staging, "saved_model"),
+                        signatures={"serving_default": serving.serve})
+
+
+def load_model_dir(directory):
+  """(model, config, head) from a directory `save_model_dir` wrote."""
+  from tfmodels.configs import load_config
+  config = load_config(os.path.join(directory, "config.json"))
+  with open(os.path.join(directory, "head.json")) as f:
+    head = Head(**json.load(f))
+  model = build_model(config, head)
+  tf.train.Checkpoint(model=model).read(
+      os.path.join(directory, CHECKPOINT_PREFIX + "-1")).expect_partial(
+          ).assert_existing_objects_matched()
+  return model, config, head

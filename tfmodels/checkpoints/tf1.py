@@ -1,0 +1,228 @@
+"""Google's original TF1 checkpoints (BERT, ALBERT, MobileBERT) -> ours.
+
+Read with `tf.train.load_checkpoint`, under the variable names of Google's
+`modeling.py` / `run_pretraining.py` / `run_classifier.py` / `run_squad.py`
+(tests/fixtures/checkpoints/README.md lists them with their sources).
+Kernels are already [in, out]; only the `output_weights` of the NSP/SOP,
+classifier and SQuAD heads are [classes, hidden]. MobileBERT's NoNorm
+variables live under `FakeLayerNorm`. Optimizer slots are skipped.
+
+ALBERT's "gelu" is the tanh approximation, so it becomes our `gelu_new`.
+Google's BERT code also used the tanh form for "gelu"; like transformers, the
+import keeps "gelu" exact (outputs differ by ~1e-3 from Google's TF1 runs;
+set "hidden_act": "gelu_new" in the config to reproduce those).
+"""
+
+import json
+import os
+
+import tensorflow as tf
+
+from tfmodels.checkpoints.model_dir import Head, build_model
+from tfmodels.checkpoints.transfer import CheckpointError, Entry, assign
+from tfmodels.configs import ConfigError, ModelConfig
+
+_OPTIMIZER_SUFFIXES = ("/adam_m", "/adam_v", "/Adam", "/Adam_1", "/lamb_m",
+                       "/lamb_v")
+_OPTIMIZER_NAMES = ("global_step", "beta1_power", "beta2_power")
+# albert_config.json fields with no counterpart here, and their only value
+# that we can represent.
+_ALBERT_ONLY = {"inner_group_num": 1, "net_structure_type": 0,
+                "gap_size": 0, "num_memory_blocks": 0,
+                "down_scale_factor": 1}
+
+
+def _dense(ours, theirs):
+  return [Entry(f"{ours}/kernel", f"{theirs}/kernel"),
+          Entry(f"{ours}/bias", f"{theirs}/bias")]
+
+
+def _norm(ours, theirs):
+  return [Entry(f"{ours}/gamma", f"{theirs}/gamma"),
+          Entry(f"{ours}/beta", f"{theirs}/beta")]
+
+
+def _output(ours, theirs):
+  """Google's heads keep output_weights as [classes, hidden]."""
+  return [Entry(f"{ours}/kernel", f"{theirs}output_weights", True),
+          Entry(f"{ours}/bias", f"{theirs}output_bias")]
+
+
+def architecture(names):
+  if any(n.startswith("bert/encoder/transformer/group_") for n in names):
+    return "albert"
+  if any("/bottleneck/" in n or "FakeLayerNorm" in n
+         or n.startswith("bert/embeddings/embedding_transformation")
+         for n in names):
+    return "mobilebert"
+  return "bert"
+
+
+def tensor_entries(config: ModelConfig, head: Head, arch):
+  norm = ("FakeLayerNorm" if config.normalization_type == "no_norm"
+          else "LayerNorm")
+  e = "bert/embeddings"
+  entries = [
+      Entry("embeddings/word_embeddings/embeddings", f"{e}/word_embeddings"),
+      Entry("embeddings/position_embeddings", f"{e}/position_embeddings"),
+      Entry("embeddings/token_type_embeddings/embeddings",
+            f"{e}/token_type_embeddings"),
+  ] + _norm("embeddings/norm", f"{e}/{norm if arch == 'mobilebert' else 'LayerNorm'}")
+  if arch == "albert":
+    entries += _dense("embeddings/embedding_transformation",
+                      "bert/encoder/embedding_hidden_mapping_in")
+    for g in range(config.num_hidden_groups):
+      t = f"bert/encoder/transformer/group_{g}/inner_group_0/"
+      a, f = f"group_{g}_attention", f"group_{g}_ffn"
+      for k in ("query", "key", "value"):
+        entries += _dense(f"{a}/self_attention/{k}",
+                          f"{t}attention_1/self/{k}")
+      entries += _dense(f"{a}/self_attention/attention_output",
+                        f"{t}attention_1/output/dense")
+      entries += _norm(f"{a}/norm", f"{t}LayerNorm")
+      entries += _dense(f"{f}/intermediate", f"{t}ffn_1/intermediate/dense")
+      entries += _dense(f"{f}/output", f"{t}ffn_1/intermediate/output/dense")
+      entries += _norm(f"{f}/norm", f"{t}LayerNorm_1")
+  elif arch == "mobilebert":
+    entries += _dense("embeddings/embedding_transformation",
+                      f"{e}/embedding_transformation")
+    for i in range(config.num_hidden_layers):
+      entries += _mobilebert_layer(config, f"layer_{i}",
+                                   f"bert/encoder/layer_{i}/", norm)
+  else:
+    for i in range(config.num_hidden_layers):
+      t, a, f = f"bert/encoder/layer_{i}/", f"layer_{i}_attention", (
+          f"layer_{i}_ffn")
+      for k in ("query", "key", "value"):
+        entries += _dense(f"{a}/self_attention/{k}", f"{t}attention/self/{k}")
+      entries += _dense(f"{a}/self_attention/attention_output",
+                        f"{t}attention/output/dense")
+      entries += _norm(f"{a}/norm", f"{t}attention/output/LayerNorm")
+      entries += _dense(f"{f}/intermediate", f"{t}intermediate/dense")
+      entries += _dense(f"{f}/output", f"{t}output/dense")
+      entries += _norm(f"{f}/norm", f"{t}output/LayerNorm")
+  if arch != "mobilebert" or config.classifier_activation:
+    entries += _dense("pooler", "bert/pooler/dense")
+  if head.kind == "pretrainer":
+    entries += (_dense("mlm/transform", "cls/predictions/transform/dense")
+                + _norm("mlm/transform_norm",
+                        "cls/predictions/transform/LayerNorm")
+                + [Entry("mlm/output_bias", "cls/predictions/output_bias")]
+                + _output(f"{head.sentence_objective}/logits",
+                          "cls/seq_relationship/"))
+    if arch == "mobilebert":
+      entries.append(Entry("mlm/extra_output_weights",
+                           "cls/predictions/extra_output_weights"))
+  elif head.kind == "classifier":
+    entries += _output("classifier/logits", "")
+  elif head.kind == "span":
+    entries += _output("span/span_logits", "cls/squad/")
+  return entries
+
+
+def _mobilebert_layer(config, ours, t, norm):
+  entries = []
+  if config.use_bottleneck:
+    entries += _dense(f"{ours}/bottleneck_input", f"{t}bottleneck/input/dense")
+    entries += _norm(f"{ours}/bottleneck_input_norm",
+                     f"{t}bottleneck/input/{norm}")
+    if config.key_query_shared_bottleneck and (
+        not config.use_bottleneck_attention):
+      entries += _dense(f"{ours}/shared_query_key",
+                        f"{t}bottleneck/attention/dense")
+      entries += _norm(f"{ours}/shared_query_key_norm",
+                       f"{t}bottleneck/attention/{norm}")
+    entries += _dense(f"{ours}/bottleneck_output",
+                      f"{t}output/bottleneck/dense")
+    entries += _norm(f"{ours}/bottleneck_output_norm",
+                     f"{t}output/bottleneck/{norm}")
+  for k in ("query", "key", "value"):
+    entries += _dense(f"{ours}/self_attention/{k}", f"{t}attention/self/{k}")
+  entries += _dense(f"{ours}/self_attention/attention_output",
+                    f"{t}attention/output/dense")
+  entries += _norm(f"{ours}/attention_norm", f"{t}attention/output/{norm}")
+  last = config.num_feedforward_networks - 1
+  for j in range(config.num_feedforward_networks):
+    ffn = t + (f"ffn_layer_{j}/" if j < last else "")
+    entries += _dense(f"{ours}/ffn_{j}/intermediate",
+                      f"{ffn}intermediate/dense")
+    entries += _dense(f"{ours}/ffn_{j}/output", f"{ffn}output/dense")
+    entries += _norm(f"{ours}/ffn_{j}/norm", f"{ffn}output/{norm}")
+  return entries
+
+
+def detect_head(names, source):
+  if "cls/predictions/output_bias" in names:
+    if "cls/seq_relationship/output_weights" not in names:
+      raise CheckpointError(f"{source}: MLM head without its NSP/SOP head")
+    return "pretrainer"
+  if "cls/squad/output_weights" in names:
+    return "span"
+  if "output_weights" in names:
+    return "classifier"
+  return "encoder"
+
+
+def read_config(path, arch):
+  """Google's bert_config.json / albert_config.json as our ModelConfig."""
+  try:
+    with open(path) as f:
+      values = json.load(f)
+  except (OSError, ValueError) as e:
+    raise CheckpointError(f"{path}: cannot read config ({e})") from None
+  if arch == "albert":
+    for key, only in _ALBERT_ONLY.items():
+      if values.pop(key, only) != only:
+        raise CheckpointError(f"{path}: {key} other than {only} is not "
+                              "supported")
+    values["sharing_mode"] = "all"
+    # ALBERT's modeling.py computes "gelu" with the tanh approximation.
+    if values.get("hidden_act") == "gelu":
+      values["hidden_act"] = "gelu_new"
+  values.setdefault("name", os.path.basename(os.path.dirname(
+      os.path.abspath(path))))
+  try:
+    config = ModelConfig.from_dict(values, path)
+  except ConfigError as e:
+    raise CheckpointError(str(e)) from None
+  if (config.model_type == "mobilebert") != (arch == "mobilebert"):
+    raise CheckpointError(f"{path}: a {config.model_type} config for a "
+                          f"{arch} checkpoint")
+  return config
+
+
+def _default_config_path(prefix, arch):
+  directory = os.path.dirname(os.path.abspath(prefix))
+  for name in (("albert_config.json",) if arch == "albert" else ()) + (
+      "bert_config.json", "config.json"):
+    if os.path.exists(os.path.join(directory, name)):
+      return os.path.join(directory, name)
+  raise CheckpointError(f"{directory}: no bert_config.json beside the "
+                        "checkpoint (pass --config)")
+
+
+def import_checkpoint(prefix, config_path=None, name=None):
+  """(model, config, head) with every weight of a Google TF1 checkpoint."""
+  try:
+    reader = tf.train.load_checkpoint(prefix)
+  except (tf.errors.OpError, ValueError) as e:
+    message = str(e).splitlines()[0] if str(e) else type(e).__name__
+    raise CheckpointError(f"{prefix}: cannot read TF1 checkpoint "
+                          f"({message})") from None
+  names = [n for n in reader.get_variable_to_shape_map()
+           if not n.endswith(_OPTIMIZER_SUFFIXES) and n not in _OPTIMIZER_NAMES]
+  arch = architecture(names)
+  config = read_config(config_path or _default_config_path(prefix, arch),
+                       arch)
+  if name:
+    config = config.replace(name=name)
+  kind = detect_head(set(names), prefix)
+  if kind == "classifier":
+    head = Head(kind, num_classes=reader.get_variable_to_shape_map()[
+        "output_weights"][0])
+  else:
+    head = Head(kind, sentence_objective="sop" if arch == "albert" else "nsp")
+  model = build_model(config, head)
+  tensors = {n: reader.get_tensor(n) for n in names}
+  assign(model, tensor_entries(config, head, arch), tensors, prefix)
+  return model, config, head
