@@ -1,0 +1,1 @@
+"""Knowledge transfer: losses, Kronecker initialisation, transfer strategies."""

@@ -1,0 +1,1 @@
+"""Training: optimizers, schedules, loops and the command-line scripts."""
