@@ -52,12 +52,13 @@ def feature_spec(seq_length, max_predictions, mixed_vocabulary=False):
 
 
 def pretraining_dataset(directory, batch_size, is_training=True, seed=None,
-                        input_context=None):
+                        input_context=None, skip_batches=0):
   """Batched dicts from the shards in `directory` (see module docstring).
 
-  Training shuffles shards and records and repeats forever; evaluation
-  reads each record once in order. `input_context` (tf.distribute) gives
-  each input pipeline its own shards.
+  Training shuffles shards and records (deterministically for a given
+  seed) and repeats forever; evaluation reads each record once in order.
+  `input_context` (tf.distribute) gives each input pipeline its own shards;
+  `skip_batches` resumes a training stream where a checkpoint left it.
   """
   meta = read_meta(directory)
   options = meta["options"]
@@ -77,10 +78,12 @@ def pretraining_dataset(directory, batch_size, is_training=True, seed=None,
   ds = ds.interleave(tf.data.TFRecordDataset,
                      cycle_length=min(len(files), 4),
                      num_parallel_calls=tf.data.AUTOTUNE,
-                     deterministic=not is_training)
+                     deterministic=True)
   if is_training:
     ds = ds.shuffle(10_000, seed=seed)
   ds = ds.batch(batch_size, drop_remainder=is_training)
+  if skip_batches:
+    ds = ds.skip(skip_batches)
   ds = ds.map(lambda records: _decode(records, spec),
               num_parallel_calls=tf.data.AUTOTUNE)
   return ds.prefetch(tf.data.AUTOTUNE)

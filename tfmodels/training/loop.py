@@ -1,0 +1,97 @@
+"""A resumable custom training loop on tf.distribute.
+
+Checkpoints hold the model and the optimizer (its step counter included).
+Input pipelines are deterministic, so a resumed run rebuilds its dataset and
+skips the batches already consumed (`Trainer.start_step` of them): a run
+killed at any point resumes from its last checkpoint exactly where it was,
+with the same weights, optimizer moments and next batch. (Distributed
+iterators cannot be checkpointed, which is why the skip is needed.)
+"""
+
+import os
+import sys
+
+import tensorflow as tf
+from tqdm import tqdm
+
+STRATEGIES = ("one_device", "mirrored", "multi_worker_mirrored")
+
+
+def get_strategy(name):
+  """tf.distribute strategy by name (multi-worker reads TF_CONFIG)."""
+  if name == "one_device":
+    return tf.distribute.OneDeviceStrategy("/cpu:0" if not tf.config.
+                                           list_physical_devices("GPU")
+                                           else "/gpu:0")
+  if name == "mirrored":
+    return tf.distribute.MirroredStrategy()
+  if name == "multi_worker_mirrored":
+    return tf.distribute.MultiWorkerMirroredStrategy()
+  raise ValueError(f"--distribution_strategy {name!r} is not one of "
+                   f"{', '.join(STRATEGIES)} (no TPU here)")
+
+
+class Trainer:
+  """Runs `loss_fn(batch) -> (loss, metrics dict)` for total_steps.
+
+  Args:
+    strategy: tf.distribute strategy the model and optimizer were built in.
+    model: keras.Model whose trainable variables are trained.
+    optimizer: keras optimizer (its `iterations` is the global step).
+    loss_fn: per-replica function of a batch dict.
+    model_dir: checkpoints go here, summaries under model_dir/summaries.
+  """
+
+  def __init__(self, strategy, model, optimizer, loss_fn, model_dir,
+               max_to_keep=3):
+    self.strategy, self.model, self.optimizer = strategy, model, optimizer
+    self.loss_fn = loss_fn
+    self.model_dir = model_dir
+    self.checkpoint = tf.train.Checkpoint(model=model, optimizer=optimizer)
+    self.manager = tf.train.CheckpointManager(self.checkpoint, model_dir,
+                                              max_to_keep=max_to_keep)
+    if self.manager.latest_checkpoint:
+      self.checkpoint.restore(self.manager.latest_checkpoint)
+      print(f"resumed from {self.manager.latest_checkpoint} at step "
+            f"{self.start_step}", flush=True)
+
+  @property
+  def start_step(self):
+    return int(self.optimizer.iterations.numpy())
+
+  def _step(self, batch):
+    def replica_step(batch):
+      with tf.GradientTape() as tape:
+        loss, metrics = self.loss_fn(batch)
+        scaled = loss / self.strategy.num_replicas_in_sync
+      variables = self.model.trainable_variables
+      grads = tape.gradient(scaled, variables)
+      self.optimizer.apply_gradients(zip(grads, variables))
+      return dict(metrics, loss=loss)
+    per_replica = self.strategy.run(replica_step, args=(batch,))
+    return {k: self.strategy.reduce(tf.distribute.ReduceOp.MEAN, v, axis=None)
+            for k, v in per_replica.items()}
+
+  def train(self, dataset, total_steps, checkpoint_every=100, log_every=10):
+    """Trains from start_step to total_steps; `dataset` starts at start_step."""
+    iterator = iter(dataset)
+    step_fn = tf.function(self._step)
+    writer = tf.summary.create_file_writer(
+        os.path.join(self.model_dir, "summaries"))
+    history = []
+    start = self.start_step
+    with writer.as_default(), tqdm(total=total_steps, initial=start,
+                                   unit="step", file=sys.stdout) as bar:
+      for step in range(start + 1, total_steps + 1):
+        metrics = {k: float(v) for k, v in step_fn(next(iterator)).items()}
+        history.append(dict(metrics, step=step))
+        bar.update(1)
+        if step % log_every == 0 or step == total_steps:
+          bar.set_postfix(loss=f"{metrics['loss']:.4f}")
+          for name, value in metrics.items():
+            tf.summary.scalar(name, value, step=step)
+          tf.summary.scalar("learning_rate",
+                            float(self.optimizer.learning_rate), step=step)
+        if step % checkpoint_every == 0 or step == total_steps:
+          self.manager.save(checkpoint_number=step)
+    return history

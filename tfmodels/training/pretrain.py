@@ -1,0 +1,110 @@
+"""Pre-train BERT / IB-BERT / ALBERT / MobileBERT with MLM + NSP or SOP.
+
+    python -m tfmodels.training.pretrain --config tiny_bert \
+        --train_data /tmp/pretrain --model_dir /tmp/bert_run \
+        --train_steps 1000 --batch_size 32 --learning_rate 1e-3
+
+`--train_data` is a directory of `create_pretraining_data` shards. The run
+writes checkpoints (model, optimizer, input position) to --model_dir every
+--checkpoint_every steps and resumes from the latest one when started again,
+so a killed run loses at most the steps since its last checkpoint.
+TensorBoard summaries go to --model_dir/summaries.
+"""
+
+import json
+import os
+import sys
+
+from absl import app, flags, logging
+
+FLAGS = flags.FLAGS
+flags.DEFINE_string("config", None, "Model config: a shipped name or a JSON.")
+flags.DEFINE_string("train_data", None, "Directory of pre-training shards.")
+flags.DEFINE_string("model_dir", None, "Checkpoints and summaries.")
+flags.DEFINE_integer("train_steps", 1000, "Total optimizer steps.")
+flags.DEFINE_integer("batch_size", 32, "Global batch size.")
+flags.DEFINE_enum("optimizer", "lamb", ["lamb", "adamw"], "Optimizer.")
+flags.DEFINE_float("learning_rate", 1e-3, "Peak learning rate.")
+flags.DEFINE_integer("warmup_steps", 0, "Linear warm-up steps.")
+flags.DEFINE_float("weight_decay", 0.01, "Weight decay (not on norm/bias).")
+flags.DEFINE_float("clip_norm", 1.0, "Global-norm clipping; 0 disables.")
+flags.DEFINE_integer("checkpoint_every", 100, "Steps between checkpoints.")
+flags.DEFINE_integer("keep_checkpoints", 3, "Checkpoints kept (newest).")
+flags.DEFINE_integer("log_every", 10, "Steps between summaries.")
+flags.DEFINE_enum("distribution_strategy", "one_device",
+                  ["one_device", "mirrored", "multi_worker_mirrored"],
+                  "tf.distribute strategy.")
+flags.DEFINE_integer("seed", 0, "Seed for initialisation and shuffling.")
+for _name in ("config", "train_data", "model_dir"):
+  flags.mark_flag_as_required(_name)
+
+
+def pretraining_loss(model):
+  """MLM (weighted mean over predictions) + NSP/SOP cross-entropy."""
+  import tensorflow as tf
+  from tfmodels.distillation.losses import masked_lm_loss
+
+  def loss_fn(batch):
+    out = model({k: batch[k] for k in model.input}, training=True)
+    mlm = masked_lm_loss(batch["masked_lm_ids"], out["mlm_logits"],
+                         batch["masked_lm_weights"])
+    sentence = tf.reduce_mean(tf.nn.sparse_softmax_cross_entropy_with_logits(
+        batch["next_sentence_labels"], out["sentence_logits"]))
+    return mlm + sentence, {"mlm_loss": mlm, "sentence_loss": sentence}
+  return loss_fn
+
+
+def main(argv):
+  if len(argv) > 1:
+    raise app.UsageError(f"unexpected arguments: {' '.join(argv[1:])}")
+  logging.set_verbosity(logging.WARNING)
+  import tf_keras as keras
+  from tfmodels.configs import ConfigError, load_config
+  from tfmodels.data.pretraining_dataset import (pretraining_dataset,
+                                                 read_meta)
+  from tfmodels.models import build_pretrainer
+  from tfmodels.training.loop import Trainer, get_strategy
+  from tfmodels.training.optimization import create_optimizer
+
+  try:
+    config = load_config(FLAGS.config)
+    meta = read_meta(FLAGS.train_data)
+  except (ConfigError, ValueError) as e:
+    sys.exit(f"error: {e}")
+  if meta["vocab_size"] > config.vocab_size:
+    sys.exit(f"error: --train_data ids reach {meta['vocab_size']} but "
+             f"--config vocab_size is {config.vocab_size}")
+  if FLAGS.batch_size < 1 or FLAGS.train_steps < 1:
+    sys.exit("error: --batch_size and --train_steps must be >= 1")
+  keras.utils.set_random_seed(FLAGS.seed)
+  strategy = get_strategy(FLAGS.distribution_strategy)
+  objective = meta["options"]["sentence_objective"]
+  with strategy.scope():
+    model = build_pretrainer(config, sentence_objective=objective)
+    optimizer = create_optimizer(FLAGS.optimizer, FLAGS.learning_rate,
+                                 FLAGS.train_steps, FLAGS.warmup_steps,
+                                 FLAGS.weight_decay, FLAGS.clip_norm)
+  os.makedirs(FLAGS.model_dir, exist_ok=True)
+  with open(os.path.join(FLAGS.model_dir, "config.json"), "w") as f:
+    f.write(config.to_json() + "\n")
+  trainer = Trainer(strategy, model, optimizer, pretraining_loss(model),
+                    FLAGS.model_dir, FLAGS.keep_checkpoints)
+  dataset = strategy.distribute_datasets_from_function(
+      lambda ctx: pretraining_dataset(
+          FLAGS.train_data, ctx.get_per_replica_batch_size(FLAGS.batch_size),
+          seed=FLAGS.seed, input_context=ctx,
+          skip_batches=trainer.start_step))
+  history = trainer.train(dataset, FLAGS.train_steps, FLAGS.checkpoint_every,
+                          FLAGS.log_every)
+  if history:
+    with open(os.path.join(FLAGS.model_dir, "history.jsonl"), "a") as f:
+      f.writelines(json.dumps(h) + "\n" for h in history)
+    print(f"step {history[-1]['step']}: loss {history[-1]['loss']:.4f}")
+
+
+def run():
+  app.run(main)
+
+
+if __name__ == "__main__":
+  run()
