@@ -2,7 +2,6 @@
 
 import numpy as np
 import pytest
-import tensorflow as tf
 
 from tfmodels.configs import load_config
 from tfmodels.distillation.kronecker_init import (init_dense,
