@@ -72,3 +72,14 @@ def test_trains_a_keras_model_and_round_trips_its_config():
   assert model.evaluate(x, y, verbose=0) < 0.2 * first
   again = LAMB.from_config(opt.get_config())
   assert again.get_config()["exclude_from_weight_decay"] == ["norm", "bias"]
+
+
+def test_learning_rate_multipliers_scale_the_step_of_matching_variables():
+  low = tf.Variable(np.ones(3), name="layer_0/ffn/kernel")
+  high = tf.Variable(np.ones(3), name="layer_1/ffn/kernel")
+  opt = LAMB(learning_rate=0.1, weight_decay_rate=0.0,
+             learning_rate_multipliers=[("layer_0/", 0.1)])
+  g = tf.constant([1.0, 1.0, 1.0], tf.float64)
+  opt.apply_gradients([(g, low), (g, high)])
+  step_low, step_high = 1 - low.numpy(), 1 - high.numpy()
+  np.testing.assert_allclose(step_low, 0.1 * step_high, rtol=1e-6)

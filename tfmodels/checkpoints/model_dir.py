@@ -88,13 +88,17 @@ def save_model_dir(model, config, head, output_dir, overwrite=False):
 
 
 def load_model_dir(directory):
-  """(model, config, head) from a directory `save_model_dir` wrote."""
+  """(model, config, head) from `save_model_dir` or a training run's dir.
+
+  A training run's latest checkpoint is used; its optimizer state is not.
+  """
   from tfmodels.configs import load_config
   config = load_config(os.path.join(directory, "config.json"))
   with open(os.path.join(directory, "head.json")) as f:
     head = Head(**json.load(f))
   model = build_model(config, head)
-  tf.train.Checkpoint(model=model).read(
-      os.path.join(directory, CHECKPOINT_PREFIX + "-1")).expect_partial(
-          ).assert_existing_objects_matched()
+  prefix = tf.train.latest_checkpoint(directory) or os.path.join(
+      directory, CHECKPOINT_PREFIX + "-1")
+  tf.train.Checkpoint(model=model).read(prefix).expect_partial(
+      ).assert_existing_objects_matched()
   return model, config, head

@@ -9,7 +9,10 @@ tf-keras has none. Per variable w with gradient g, at step t:
 Weight decay (`wd`) and the trust ratio `r` are skipped for variables whose
 name contains any of `exclude_from_weight_decay` (default: norm and bias
 variables, as in the reference recipe) / `exclude_from_layer_adaptation`
-(default: the same list).
+(default: the same list). `learning_rate_multipliers`, a list of (regex,
+factor) pairs, scales lr for matching variables (first match wins): the
+progressive transfer trains lower layers at a small rate this way. Gradient
+scaling could not do it, since the trust ratio undoes any scale.
 """
 
 import re
@@ -32,13 +35,16 @@ class LAMB(keras.optimizers.Optimizer):
       get no weight decay.
     exclude_from_layer_adaptation: substrings of variable names that get no
       trust ratio; None means the weight-decay list.
+    learning_rate_multipliers: list of (regex, factor): lr * factor for the
+      variables whose name matches (first match).
     Other keyword arguments (clipnorm, global_clipnorm, ...) go to Keras.
   """
 
   def __init__(self, learning_rate=1e-3, beta_1=0.9, beta_2=0.999,
                epsilon=1e-6, weight_decay_rate=0.01,
                exclude_from_weight_decay=DEFAULT_EXCLUDE,
-               exclude_from_layer_adaptation=None, name="LAMB", **kwargs):
+               exclude_from_layer_adaptation=None,
+               learning_rate_multipliers=(), name="LAMB", **kwargs):
     super().__init__(name=name, **kwargs)
     self._learning_rate = self._build_learning_rate(learning_rate)
     self.beta_1, self.beta_2, self.epsilon = beta_1, beta_2, epsilon
@@ -47,6 +53,7 @@ class LAMB(keras.optimizers.Optimizer):
     self.exclude_from_layer_adaptation = tuple(
         self.exclude_from_weight_decay if exclude_from_layer_adaptation is None
         else exclude_from_layer_adaptation)
+    self.learning_rate_multipliers = list(learning_rate_multipliers)
 
   def build(self, var_list):
     super().build(var_list)
@@ -83,6 +90,10 @@ class LAMB(keras.optimizers.Optimizer):
       w_norm, u_norm = tf.norm(variable), tf.norm(update)
       ratio = tf.where((w_norm > 0) & (u_norm > 0),
                        w_norm / tf.maximum(u_norm, 1e-30), ratio)
+    for pattern, factor in self.learning_rate_multipliers:
+      if re.search(pattern, name):
+        lr = lr * tf.cast(factor, dtype)
+        break
     variable.assign_sub(lr * ratio * update)
 
   def get_config(self):
@@ -93,5 +104,7 @@ class LAMB(keras.optimizers.Optimizer):
         weight_decay_rate=self.weight_decay_rate,
         exclude_from_weight_decay=list(self.exclude_from_weight_decay),
         exclude_from_layer_adaptation=list(
-            self.exclude_from_layer_adaptation))
+            self.exclude_from_layer_adaptation),
+        learning_rate_multipliers=[list(p) for p in
+                                   self.learning_rate_multipliers])
     return config

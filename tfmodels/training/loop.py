@@ -32,20 +32,18 @@ def get_strategy(name):
 
 
 class Trainer:
-  """Runs `loss_fn(batch) -> (loss, metrics dict)` for total_steps.
+  """Trains a model with `loss_fn(batch) -> (loss, metrics dict)` steps.
 
   Args:
     strategy: tf.distribute strategy the model and optimizer were built in.
-    model: keras.Model whose trainable variables are trained.
+    model: keras.Model that is trained and checkpointed.
     optimizer: keras optimizer (its `iterations` is the global step).
-    loss_fn: per-replica function of a batch dict.
     model_dir: checkpoints go here, summaries under model_dir/summaries.
+    max_to_keep: newest checkpoints kept.
   """
 
-  def __init__(self, strategy, model, optimizer, loss_fn, model_dir,
-               max_to_keep=3):
+  def __init__(self, strategy, model, optimizer, model_dir, max_to_keep=3):
     self.strategy, self.model, self.optimizer = strategy, model, optimizer
-    self.loss_fn = loss_fn
     self.model_dir = model_dir
     self.checkpoint = tf.train.Checkpoint(model=model, optimizer=optimizer)
     self.manager = tf.train.CheckpointManager(self.checkpoint, model_dir,
@@ -59,12 +57,11 @@ class Trainer:
   def start_step(self):
     return int(self.optimizer.iterations.numpy())
 
-  def _step(self, batch):
+  def _step(self, batch, loss_fn, variables):
     def replica_step(batch):
       with tf.GradientTape() as tape:
-        loss, metrics = self.loss_fn(batch)
+        loss, metrics = loss_fn(batch)
         scaled = loss / self.strategy.num_replicas_in_sync
-      variables = self.model.trainable_variables
       grads = tape.gradient(scaled, variables)
       self.optimizer.apply_gradients(zip(grads, variables))
       return dict(metrics, loss=loss)
@@ -72,16 +69,23 @@ class Trainer:
     return {k: self.strategy.reduce(tf.distribute.ReduceOp.MEAN, v, axis=None)
             for k, v in per_replica.items()}
 
-  def train(self, dataset, total_steps, checkpoint_every=100, log_every=10):
-    """Trains from start_step to total_steps; `dataset` starts at start_step."""
-    iterator = iter(dataset)
-    step_fn = tf.function(self._step)
+  def train(self, iterator, loss_fn, total_steps, variables=None,
+            checkpoint_every=100, log_every=10, description=None):
+    """Steps from start_step to total_steps on batches of `iterator`.
+
+    The iterator must start at batch start_step (see the module docstring);
+    `variables` default to the model's trainable ones.
+    """
+    variables = variables or self.model.trainable_variables
+    step_fn = tf.function(lambda batch: self._step(batch, loss_fn,
+                                                   variables))
     writer = tf.summary.create_file_writer(
         os.path.join(self.model_dir, "summaries"))
     history = []
     start = self.start_step
     with writer.as_default(), tqdm(total=total_steps, initial=start,
-                                   unit="step", file=sys.stdout) as bar:
+                                   unit="step", file=sys.stdout,
+                                   desc=description) as bar:
       for step in range(start + 1, total_steps + 1):
         metrics = {k: float(v) for k, v in step_fn(next(iterator)).items()}
         history.append(dict(metrics, step=step))

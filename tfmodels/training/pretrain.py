@@ -87,15 +87,19 @@ def main(argv):
   os.makedirs(FLAGS.model_dir, exist_ok=True)
   with open(os.path.join(FLAGS.model_dir, "config.json"), "w") as f:
     f.write(config.to_json() + "\n")
-  trainer = Trainer(strategy, model, optimizer, pretraining_loss(model),
-                    FLAGS.model_dir, FLAGS.keep_checkpoints)
+  with open(os.path.join(FLAGS.model_dir, "head.json"), "w") as f:
+    json.dump({"kind": "pretrainer", "sentence_objective": objective}, f)
+  trainer = Trainer(strategy, model, optimizer, FLAGS.model_dir,
+                    FLAGS.keep_checkpoints)
   dataset = strategy.distribute_datasets_from_function(
       lambda ctx: pretraining_dataset(
           FLAGS.train_data, ctx.get_per_replica_batch_size(FLAGS.batch_size),
           seed=FLAGS.seed, input_context=ctx,
           skip_batches=trainer.start_step))
-  history = trainer.train(dataset, FLAGS.train_steps, FLAGS.checkpoint_every,
-                          FLAGS.log_every)
+  history = trainer.train(iter(dataset), pretraining_loss(model),
+                          FLAGS.train_steps,
+                          checkpoint_every=FLAGS.checkpoint_every,
+                          log_every=FLAGS.log_every)
   if history:
     with open(os.path.join(FLAGS.model_dir, "history.jsonl"), "a") as f:
       f.writelines(json.dumps(h) + "\n" for h in history)

@@ -1,0 +1,130 @@
+"""MobileBERT knowledge-transfer strategies: stage plans and a real run."""
+
+import json
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from conftest import HELDOUT_CORPUS, VOCAB
+from tfmodels.checkpoints.model_dir import Head, build_model
+from tfmodels.configs import load_config
+from tfmodels.distillation import progressive
+
+
+def test_plans_share_the_step_budget():
+  akt = progressive.plan("akt", 4, 100)
+  assert [(s.name, s.end_step, s.transfer_layers, s.distill) for s in akt] == [
+      ("akt", 100, (0, 1, 2, 3), True)]
+  jkt = progressive.plan("jkt", 4, 100, kt_fraction=0.4)
+  assert [(s.end_step, s.transfer_layers, s.distill) for s in jkt] == [
+      (40, (0, 1, 2, 3), False), (100, (), True)]
+  pkt = progressive.plan("pkt", 4, 100, kt_fraction=0.5)
+  assert [s.end_step for s in pkt] == [12, 24, 36, 50, 100]
+  assert [s.transfer_layers for s in pkt[:4]] == [(0,), (1,), (2,), (3,)]
+  assert pkt[2].trained == progressive.layer_pattern((2,))
+  soft = progressive.plan("pkt", 4, 100, lower_layer_lr=0.1)
+  assert soft[2].trained == progressive.layer_pattern((0, 1, 2))
+  assert soft[2].lr_multipliers == ((progressive.layer_pattern((0, 1)), 0.1),)
+  with pytest.raises(ValueError, match="kt_fraction"):
+    progressive.plan("jkt", 4, 100, kt_fraction=1.0)
+
+
+def test_layer_pattern_matches_only_its_layers():
+  pattern = progressive.layer_pattern((1,))
+  import re
+  assert re.search(pattern, "layer_1/ffn_0/output/kernel:0")
+  assert re.search(pattern, "layer_1_attention/norm/gamma:0")
+  assert not re.search(pattern, "layer_11/ffn_0/output/kernel:0")
+  assert not re.search(pattern, "embeddings/norm/gamma:0")
+
+
+def test_incompatible_teacher_is_refused():
+  with pytest.raises(ValueError, match="num_hidden_layers"):
+    progressive.check_compatible(
+        load_config("tiny_ibbert").replace(num_hidden_layers=3),
+        load_config("tiny_mobilebert"))
+
+
+def _env():
+  return {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3", "CUDA_VISIBLE_DEVICES": ""}
+
+
+@pytest.fixture(scope="module")
+def run(tmp_path_factory):
+  root = tmp_path_factory.mktemp("distill")
+  data = root / "shards"
+  subprocess.run(
+      [sys.executable, "-m", "tfmodels.data.create_pretraining_data",
+       "--input_file", HELDOUT_CORPUS, "--output_dir", str(data),
+       "--vocab_file", VOCAB, "--dupe_factor", "1", "--max_seq_length", "32",
+       "--max_predictions_per_seq", "5", "--num_shards", "2"],
+      check=True, capture_output=True, env=_env())
+  configs = {}
+  for name in ("tiny_ibbert", "tiny_mobilebert"):
+    path = root / f"{name}.json"
+    path.write_text(load_config(name).replace(vocab_size=30522).to_json())
+    configs[name] = path
+  teacher = root / "teacher"
+  subprocess.run(
+      [sys.executable, "-m", "tfmodels.training.pretrain", "--config",
+       str(configs["tiny_ibbert"]), "--train_data", str(data), "--model_dir",
+       str(teacher), "--train_steps", "10", "--batch_size", "4"],
+      check=True, capture_output=True, env=_env())
+  student = root / "student"
+  result = subprocess.run(
+      [sys.executable, "-m", "tfmodels.training.distill", "--teacher_dir",
+       str(teacher), "--student_config", str(configs["tiny_mobilebert"]),
+       "--train_data", str(data), "--model_dir", str(student), "--strategy",
+       "pkt", "--train_steps", "40", "--batch_size", "4",
+       "--checkpoint_every", "10", "--keep_checkpoints", "10",
+       "--learning_rate", "1e-2"], capture_output=True, text=True,
+      env=_env())
+  assert result.returncode == 0, result.stderr[-1000:]
+  return teacher, student
+
+
+def _weights(prefix):
+  """{variable name: value} of a run's checkpoint, through our model."""
+  directory = os.path.dirname(str(prefix))
+  config = load_config(os.path.join(directory, "config.json"))
+  model = build_model(config, Head("pretrainer"))
+  tf.train.Checkpoint(model=model).read(str(prefix)).expect_partial()
+  return {v.name: v.numpy() for v in model.weights}
+
+
+def test_progressive_transfer_trains_one_layer_at_a_time(run):
+  teacher, student = run
+  # PKT with 40 steps on 2 layers: layer 0 to step 10, layer 1 to 20, PD.
+  w = {s: _weights(student / f"ckpt-{s}") for s in (10, 20, 30)}
+  assert w[10].keys() == w[20].keys()
+  def changed(a, b, marker):
+    return {k for k in w[a] if marker(k)
+            and not np.array_equal(w[a][k], w[b][k])}
+  # Stage 2 (layer 1): layer 0, the embeddings and heads do not move.
+  assert not changed(10, 20, lambda k: "layer_0" in k
+                     or "embeddings" in k or "mlm" in k)
+  assert changed(10, 20, lambda k: "layer_1" in k)
+  # Pre-training distillation trains everything.
+  assert changed(20, 30, lambda k: "layer_0" in k)
+  assert changed(20, 30, lambda k: "embeddings" in k)
+  history = [json.loads(l) for l in
+             (student / "history.jsonl").read_text().splitlines()]
+  fmt0 = [h["fmt_0"] for h in history if h["stage"] == "pkt-layer-0"]
+  assert np.mean(fmt0[-3:]) < np.mean(fmt0[:3])  # layer 0 learns to mimic
+  assert {h["stage"] for h in history} == {"pkt-layer-0", "pkt-layer-1",
+                                           "distillation"}
+
+
+def test_embeddings_and_heads_start_as_the_teachers(run):
+  teacher, student = run
+  t = _weights(tf.train.latest_checkpoint(str(teacher)))
+  s = _weights(student / "ckpt-10")
+  shared = [k for k in s if k in t and ("embeddings" in k or "mlm" in k)
+            and s[k].shape == t[k].shape]
+  assert len(shared) > 5
+  for k in shared:
+    np.testing.assert_array_equal(s[k], t[k], err_msg=k)
