@@ -2,6 +2,7 @@
 
 import json
 import os
+import socket
 import subprocess
 import sys
 
@@ -84,7 +85,7 @@ def run(tmp_path_factory):
        "--learning_rate", "1e-2"], capture_output=True, text=True,
       env=_env())
   assert result.returncode == 0, result.stderr[-1000:]
-  return teacher, student
+  return teacher, student, data, configs
 
 
 def _weights(prefix):
@@ -97,7 +98,7 @@ def _weights(prefix):
 
 
 def test_progressive_transfer_trains_one_layer_at_a_time(run):
-  teacher, student = run
+  teacher, student = run[:2]
   # PKT with 40 steps on 2 layers: layer 0 to step 10, layer 1 to 20, PD.
   w = {s: _weights(student / f"ckpt-{s}") for s in (10, 20, 30)}
   assert w[10].keys() == w[20].keys()
@@ -120,7 +121,7 @@ def test_progressive_transfer_trains_one_layer_at_a_time(run):
 
 
 def test_embeddings_and_heads_start_as_the_teachers(run):
-  teacher, student = run
+  teacher, student = run[:2]
   t = _weights(tf.train.latest_checkpoint(str(teacher)))
   s = _weights(student / "ckpt-10")
   shared = [k for k in s if k in t and ("embeddings" in k or "mlm" in k)
@@ -128,3 +129,53 @@ def test_embeddings_and_heads_start_as_the_teachers(run):
   assert len(shared) > 5
   for k in shared:
     np.testing.assert_array_equal(s[k], t[k], err_msg=k)
+
+
+def _free_ports(n):
+  sockets = [socket.socket() for _ in range(n)]
+  for s in sockets:
+    s.bind(("localhost", 0))
+  ports = [s.getsockname()[1] for s in sockets]
+  for s in sockets:
+    s.close()
+  return ports
+
+
+def test_two_workers_follow_the_one_worker_loss_curve(run, tmp_path):
+  teacher, _, data, configs = run
+  def command(model_dir, strategy):
+    return [sys.executable, "-m", "tfmodels.training.distill",
+            "--teacher_dir", str(teacher), "--student_config",
+            str(configs["tiny_mobilebert"]), "--train_data", str(data),
+            "--model_dir", str(model_dir), "--strategy", "akt",
+            "--train_steps", "12", "--batch_size", "8",
+            "--checkpoint_every", "6", "--learning_rate", "1e-2",
+            "--distribution_strategy", strategy]
+  single = tmp_path / "single"
+  subprocess.run(command(single, "one_device"), check=True,
+                 capture_output=True, env=_env())
+  workers = [f"localhost:{p}" for p in _free_ports(2)]
+  multi = tmp_path / "multi"
+  processes = []
+  for index in range(2):
+    tf_config = {"cluster": {"worker": workers},
+                 "task": {"type": "worker", "index": index}}
+    processes.append(subprocess.Popen(
+        command(multi, "multi_worker_mirrored"), stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE, text=True,
+        env={**_env(), "TF_CONFIG": json.dumps(tf_config)}))
+  for p in processes:
+    _, err = p.communicate(timeout=300)
+    assert p.returncode == 0, err[-1500:]
+  def losses(directory):
+    return np.array([json.loads(l)["loss"] for l in
+                     (directory / "history.jsonl").read_text().splitlines()])
+  one, two = losses(single), losses(multi)
+  assert len(one) == len(two) == 12
+  # Same records per global batch (each worker keeps every other record of
+  # the common stream); per-replica averaging differs only slightly.
+  np.testing.assert_allclose(two, one, rtol=2e-2)
+  assert one[-1] < one[0]
+  # The chief keeps the checkpoints; the other worker's copies are gone.
+  assert (multi / "ckpt-12.index").exists()
+  assert not (multi / ".worker_1").exists()

@@ -57,7 +57,8 @@ def pretraining_dataset(directory, batch_size, is_training=True, seed=None,
 
   Training shuffles shards and records (deterministically for a given
   seed) and repeats forever; evaluation reads each record once in order.
-  `input_context` (tf.distribute) gives each input pipeline its own shards;
+  `input_context` (tf.distribute) gives each input pipeline every k-th
+  record of the common stream;
   `skip_batches` resumes a training stream where a checkpoint left it.
   """
   meta = read_meta(directory)
@@ -70,9 +71,6 @@ def pretraining_dataset(directory, batch_size, is_training=True, seed=None,
                       options["max_predictions_per_seq"],
                       meta["mixed_vocabulary"])
   ds = tf.data.Dataset.from_tensor_slices(files)
-  if input_context and input_context.num_input_pipelines > 1:
-    ds = ds.shard(input_context.num_input_pipelines,
-                  input_context.input_pipeline_id)
   if is_training:
     ds = ds.shuffle(len(files), seed=seed).repeat()
   ds = ds.interleave(tf.data.TFRecordDataset,
@@ -81,6 +79,11 @@ def pretraining_dataset(directory, batch_size, is_training=True, seed=None,
                      deterministic=True)
   if is_training:
     ds = ds.shuffle(10_000, seed=seed)
+  if input_context and input_context.num_input_pipelines > 1:
+    # Every pipeline runs the same seeded stream and keeps every k-th
+    # record, so k workers' batches together are exactly one worker's.
+    ds = ds.shard(input_context.num_input_pipelines,
+                  input_context.input_pipeline_id)
   ds = ds.batch(batch_size, drop_remainder=is_training)
   if skip_batches:
     ds = ds.skip(skip_batches)

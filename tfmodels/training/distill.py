@@ -58,10 +58,14 @@ def main(argv):
   from tfmodels.training.loop import Trainer, get_strategy
   from tfmodels.training.optimization import create_optimizer
 
+  # Multi-worker collectives must be set up before any TF op runs.
+  strategy = get_strategy(FLAGS.distribution_strategy)
+  keras.utils.set_random_seed(FLAGS.seed)
   try:
     student_config = load_config(FLAGS.student_config)
     read_meta(FLAGS.train_data)
-    teacher, teacher_config, head = load_model_dir(FLAGS.teacher_dir)
+    with strategy.scope():
+      teacher, teacher_config, head = load_model_dir(FLAGS.teacher_dir)
     if head.kind != "pretrainer":
       raise ValueError(f"--teacher_dir {FLAGS.teacher_dir} has a "
                        f"{head.kind} head; distillation needs MLM + NSP")
@@ -72,8 +76,6 @@ def main(argv):
                               FLAGS.lower_layer_lr)
   except (ConfigError, ValueError, OSError) as e:
     sys.exit(f"error: {e}")
-  keras.utils.set_random_seed(FLAGS.seed)
-  strategy = get_strategy(FLAGS.distribution_strategy)
   with strategy.scope():
     student = build_pretrainer(student_config,
                                sentence_objective=head.sentence_objective)
@@ -109,6 +111,8 @@ def main(argv):
         stage.end_step, progressive.trained_variables(student, stage),
         FLAGS.checkpoint_every, FLAGS.log_every, description=stage.name):
       history.append(dict(h, stage=stage.name))
+  if not trainer.chief:
+    return
   with open(os.path.join(FLAGS.model_dir, "history.jsonl"), "a") as f:
     f.writelines(json.dumps(h) + "\n" for h in history)
   if history:

@@ -9,6 +9,7 @@ iterators cannot be checkpointed, which is why the skip is needed.)
 """
 
 import os
+import shutil
 import sys
 
 import tensorflow as tf
@@ -31,6 +32,15 @@ def get_strategy(name):
                    f"{', '.join(STRATEGIES)} (no TPU here)")
 
 
+def is_chief(strategy):
+  """True on the one worker that writes checkpoints, summaries and logs."""
+  resolver = getattr(strategy, "cluster_resolver", None)
+  if resolver is None or not resolver.task_type:
+    return True
+  return resolver.task_type == "chief" or (
+      resolver.task_type == "worker" and resolver.task_id == 0)
+
+
 class Trainer:
   """Trains a model with `loss_fn(batch) -> (loss, metrics dict)` steps.
 
@@ -45,13 +55,17 @@ class Trainer:
   def __init__(self, strategy, model, optimizer, model_dir, max_to_keep=3):
     self.strategy, self.model, self.optimizer = strategy, model, optimizer
     self.model_dir = model_dir
+    self.chief = is_chief(strategy)
     self.checkpoint = tf.train.Checkpoint(model=model, optimizer=optimizer)
-    self.manager = tf.train.CheckpointManager(self.checkpoint, model_dir,
+    latest = tf.train.latest_checkpoint(model_dir)
+    # Every worker must take part in saving; only the chief's copy is kept.
+    save_dir = model_dir if self.chief else os.path.join(
+        model_dir, f".worker_{strategy.cluster_resolver.task_id}")
+    self.manager = tf.train.CheckpointManager(self.checkpoint, save_dir,
                                               max_to_keep=max_to_keep)
-    if self.manager.latest_checkpoint:
-      self.checkpoint.restore(self.manager.latest_checkpoint)
-      print(f"resumed from {self.manager.latest_checkpoint} at step "
-            f"{self.start_step}", flush=True)
+    if latest:
+      self.checkpoint.restore(latest)
+      print(f"resumed from {latest} at step {self.start_step}", flush=True)
 
   @property
   def start_step(self):
@@ -79,13 +93,15 @@ class Trainer:
     variables = variables or self.model.trainable_variables
     step_fn = tf.function(lambda batch: self._step(batch, loss_fn,
                                                    variables))
-    writer = tf.summary.create_file_writer(
-        os.path.join(self.model_dir, "summaries"))
+    writer = (tf.summary.create_file_writer(
+        os.path.join(self.model_dir, "summaries")) if self.chief
+              else tf.summary.create_noop_writer())
     history = []
     start = self.start_step
     with writer.as_default(), tqdm(total=total_steps, initial=start,
                                    unit="step", file=sys.stdout,
-                                   desc=description) as bar:
+                                   desc=description,
+                                   disable=not self.chief) as bar:
       for step in range(start + 1, total_steps + 1):
         metrics = {k: float(v) for k, v in step_fn(next(iterator)).items()}
         history.append(dict(metrics, step=step))
@@ -94,8 +110,10 @@ class Trainer:
           bar.set_postfix(loss=f"{metrics['loss']:.4f}")
           for name, value in metrics.items():
             tf.summary.scalar(name, value, step=step)
-          tf.summary.scalar("learning_rate",
-                            float(self.optimizer.learning_rate), step=step)
+          tf.summary.scalar("learning_rate", float(tf.convert_to_tensor(
+              self.optimizer.learning_rate)), step=step)
         if step % checkpoint_every == 0 or step == total_steps:
           self.manager.save(checkpoint_number=step)
+    if not self.chief:  # its copies only existed to take part in saving
+      shutil.rmtree(self.manager.directory, ignore_errors=True)
     return history

@@ -76,8 +76,9 @@ def main(argv):
              f"--config vocab_size is {config.vocab_size}")
   if FLAGS.batch_size < 1 or FLAGS.train_steps < 1:
     sys.exit("error: --batch_size and --train_steps must be >= 1")
-  keras.utils.set_random_seed(FLAGS.seed)
+  # Multi-worker collectives must be set up before any TF op runs.
   strategy = get_strategy(FLAGS.distribution_strategy)
+  keras.utils.set_random_seed(FLAGS.seed)
   objective = meta["options"]["sentence_objective"]
   with strategy.scope():
     model = build_pretrainer(config, sentence_objective=objective)
@@ -100,7 +101,7 @@ def main(argv):
                           FLAGS.train_steps,
                           checkpoint_every=FLAGS.checkpoint_every,
                           log_every=FLAGS.log_every)
-  if history:
+  if history and trainer.chief:
     with open(os.path.join(FLAGS.model_dir, "history.jsonl"), "a") as f:
       f.writelines(json.dumps(h) + "\n" for h in history)
     print(f"step {history[-1]['step']}: loss {history[-1]['loss']:.4f}")
