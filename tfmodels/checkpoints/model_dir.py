@@ -16,21 +16,24 @@ import json
 import os
 
 import tensorflow as tf
+import tf_keras as keras
 
 from tfmodels.configs import ModelConfig
 from tfmodels.encoders import INPUT_NAMES, build_encoder
-from tfmodels.models import build_classifier, build_pretrainer, build_span_model
+from tfmodels.models import (build_classifier, build_pretrainer,
+                             build_span_model, build_tagger)
 from tfmodels.staging import staged_directory
 
-HEAD_KINDS = ("encoder", "pretrainer", "classifier", "span")
+HEAD_KINDS = ("encoder", "pretrainer", "classifier", "span", "tagger")
 CHECKPOINT_PREFIX = "ckpt"
 
 
 @dataclasses.dataclass(frozen=True)
 class Head:
-  """What sits on the encoder: nothing, MLM + NSP/SOP, a classifier, QA."""
+  """What sits on the encoder: nothing, MLM + NSP/SOP, a classifier, QA,
+  a token tagger."""
   kind: str = "encoder"
-  num_classes: int = 0  # classifier only
+  num_classes: int = 0  # classifier and tagger
   sentence_objective: str = "nsp"  # pretrainer only
 
   def __post_init__(self):
@@ -38,16 +41,27 @@ class Head:
       raise ValueError(f"head kind {self.kind!r} is not one of {HEAD_KINDS}")
 
 
-def build_model(config: ModelConfig, head: Head):
-  """The Keras model whose variables a checkpoint with this head fills."""
+def build_model(config: ModelConfig, head: Head, encoder=None):
+  """The Keras model whose variables a checkpoint with this head fills.
+
+  `encoder` (an already built one) shares its weights with the new model.
+  """
   if head.kind == "pretrainer":
-    return build_pretrainer(config,
+    return build_pretrainer(config, encoder,
                             sentence_objective=head.sentence_objective)
   if head.kind == "classifier":
-    return build_classifier(config, head.num_classes)
+    return build_classifier(config, head.num_classes, encoder)
   if head.kind == "span":
-    return build_span_model(config)
-  return build_encoder(config)
+    return build_span_model(config, encoder)
+  if head.kind == "tagger":
+    return build_tagger(config, head.num_classes, encoder)
+  return encoder or build_encoder(config)
+
+
+def encoder_of(model):
+  """The encoder keras.Model inside one of our task models (or itself)."""
+  inner = [l for l in model.layers if isinstance(l, keras.Model)]
+  return inner[0] if inner else model
 
 
 class _Serving(tf.Module):

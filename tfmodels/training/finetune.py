@@ -1,0 +1,111 @@
+"""Fine-tune a pre-trained or distilled encoder on a task, then score dev.
+
+    python -m tfmodels.training.finetune --task spam --data_dir data/spam \
+        --init_dir /tmp/mobilebert_pkt --model_dir /tmp/spam_run \
+        --train_steps 500 --batch_size 32 --learning_rate 5e-5
+
+--task is a GLUE task name (cola, sst-2, mrpc, sts-b, qqp, mnli, qnli, rte,
+wnli) or `spam`, `squad` (SQuAD v1.1/v2.0 JSON, e.g. data/wordnet_qa) or
+`tagging` (CoNLL). --init_dir is a `pretrain` / `distill` run or a converted
+checkpoint; its encoder weights start the task model. The run checkpoints
+and resumes like `pretrain`, and writes dev metrics to eval_results.json.
+"""
+
+import dataclasses
+import json
+import os
+import sys
+
+from absl import app, flags, logging
+
+FLAGS = flags.FLAGS
+flags.DEFINE_string("task", None, "Task name (see the module docstring).")
+flags.DEFINE_string("data_dir", None, "Directory of the task's files.")
+flags.DEFINE_string("init_dir", None, "Run or model directory to start from.")
+flags.DEFINE_string("model_dir", None, "Checkpoints, summaries, results.")
+flags.DEFINE_string("vocab_file", "data/vocab/uncased_vocab.txt", "vocab.txt")
+flags.DEFINE_integer("max_seq_length", 128, "Tokens per example.")
+flags.DEFINE_integer("train_steps", 500, "Optimizer steps.")
+flags.DEFINE_integer("batch_size", 32, "Global batch size.")
+flags.DEFINE_enum("optimizer", "adamw", ["lamb", "adamw"], "Optimizer.")
+flags.DEFINE_float("learning_rate", 5e-5, "Peak learning rate.")
+flags.DEFINE_float("warmup_fraction", 0.1, "Share of steps warming up.")
+flags.DEFINE_integer("checkpoint_every", 100, "Steps between checkpoints.")
+flags.DEFINE_integer("log_every", 10, "Steps between summaries.")
+flags.DEFINE_enum("distribution_strategy", "one_device",
+                  ["one_device", "mirrored", "multi_worker_mirrored"],
+                  "tf.distribute strategy.")
+flags.DEFINE_integer("seed", 0, "Seed.")
+for _name in ("task", "data_dir", "init_dir", "model_dir"):
+  flags.mark_flag_as_required(_name)
+
+
+def main(argv):
+  if len(argv) > 1:
+    raise app.UsageError(f"unexpected arguments: {' '.join(argv[1:])}")
+  logging.set_verbosity(logging.WARNING)
+  from tfmodels.training.loop import Trainer, get_strategy
+  strategy = get_strategy(FLAGS.distribution_strategy)
+  import tensorflow as tf
+  import tf_keras as keras
+  from tfmodels.checkpoints.model_dir import (build_model, encoder_of,
+                                              load_model_dir)
+  from tfmodels.configs import ConfigError
+  from tfmodels.tokenization import VocabError, WordPieceTokenizer
+  from tfmodels.training.optimization import create_optimizer
+  from tfmodels.training.tasks import make_task
+
+  keras.utils.set_random_seed(FLAGS.seed)
+  try:
+    tokenizer = WordPieceTokenizer(FLAGS.vocab_file)
+    task = make_task(FLAGS.task, FLAGS.data_dir, tokenizer,
+                     FLAGS.max_seq_length)
+    features = task.features("train")
+    with strategy.scope():
+      source, config, _ = load_model_dir(FLAGS.init_dir)
+      model = build_model(config, task.head(), encoder_of(source))
+      optimizer = create_optimizer(
+          FLAGS.optimizer, FLAGS.learning_rate, FLAGS.train_steps,
+          int(FLAGS.warmup_fraction * FLAGS.train_steps))
+  except (ConfigError, VocabError, ValueError, OSError) as e:
+    sys.exit(f"error: {e}")
+  if config.max_position_embeddings < FLAGS.max_seq_length:
+    sys.exit(f"error: --max_seq_length {FLAGS.max_seq_length} exceeds the "
+             f"model's max_position_embeddings "
+             f"{config.max_position_embeddings}")
+  os.makedirs(FLAGS.model_dir, exist_ok=True)
+  with open(os.path.join(FLAGS.model_dir, "config.json"), "w") as f:
+    f.write(config.to_json() + "\n")
+  with open(os.path.join(FLAGS.model_dir, "head.json"), "w") as f:
+    json.dump(dataclasses.asdict(task.head()), f)
+  with open(os.path.join(FLAGS.model_dir, "task.json"), "w") as f:
+    json.dump({"task": FLAGS.task, "max_seq_length": FLAGS.max_seq_length,
+               "vocab_file": os.path.abspath(FLAGS.vocab_file)}, f)
+  trainer = Trainer(strategy, model, optimizer, FLAGS.model_dir)
+  n = len(features["input_ids"])
+
+  def dataset_fn(ctx):
+    ds = tf.data.Dataset.from_tensor_slices(features).repeat().shuffle(
+        min(n, 10_000), seed=FLAGS.seed)
+    ds = ds.shard(ctx.num_input_pipelines, ctx.input_pipeline_id)
+    ds = ds.batch(ctx.get_per_replica_batch_size(FLAGS.batch_size),
+                  drop_remainder=True)
+    return ds.skip(trainer.start_step).prefetch(2)
+
+  iterator = iter(strategy.distribute_datasets_from_function(dataset_fn))
+  trainer.train(iterator, lambda batch: task.loss(model, batch),
+                FLAGS.train_steps, checkpoint_every=FLAGS.checkpoint_every,
+                log_every=FLAGS.log_every, description=FLAGS.task)
+  if trainer.chief:
+    results = task.evaluate(model, "dev")
+    with open(os.path.join(FLAGS.model_dir, "eval_results.json"), "w") as f:
+      json.dump(results, f, indent=2)
+    print(f"dev: {json.dumps(results)}")
+
+
+def run():
+  app.run(main)
+
+
+if __name__ == "__main__":
+  run()

@@ -1,0 +1,172 @@
+"""Fine-tuning tasks: data -> features, head, loss and dev metrics.
+
+One class per task family, all with the same small interface, so `finetune`
+and `evaluate` need no per-task branches:
+
+    task = make_task("spam", "data/spam", tokenizer, max_seq_length=128)
+    head = task.head()                        # model_dir.Head for the model
+    features = task.features("train")         # dict of numpy arrays
+    loss, metrics = task.loss(model, batch)   # per-replica, in training
+    task.evaluate(model, "dev")               # {"accuracy": ..., ...}
+"""
+
+import os
+
+import numpy as np
+import tensorflow as tf
+
+from tfmodels.checkpoints.model_dir import Head
+from tfmodels.data import glue, squad, squad_metrics, tagging
+from tfmodels.data.metrics import glue_metrics, token_accuracy
+
+_INPUTS = ("input_ids", "input_mask", "segment_ids")
+
+
+def _predict(model, features, keys, batch_size=64):
+  """Model outputs `keys` over numpy features, concatenated."""
+  out = {k: [] for k in keys}
+  n = len(features["input_ids"])
+  for begin in range(0, n, batch_size):
+    batch = {k: tf.constant(features[k][begin:begin + batch_size])
+             for k in _INPUTS}
+    result = model(batch, training=False)
+    for k in keys:
+      out[k].append(result[k].numpy())
+  return {k: np.concatenate(v) for k, v in out.items()}
+
+
+def _find(data_dir, split, extension):
+  for name in (f"{split}.{extension}", f"{split}.{extension}.gz"):
+    if os.path.exists(os.path.join(data_dir, name)):
+      return os.path.join(data_dir, name)
+  raise ValueError(f"{data_dir}: no {split}.{extension}[.gz]")
+
+
+class ClassificationTask:
+  """GLUE-layout classification / regression (and our spam task)."""
+
+  def __init__(self, name, data_dir, tokenizer, max_seq_length):
+    self.name, self.data_dir = name, data_dir
+    self.spec = glue.get_task(name)
+    self.tokenizer, self.max_seq_length = tokenizer, max_seq_length
+
+  def head(self):
+    return Head("classifier", num_classes=1 if self.spec.is_regression
+                else len(self.spec.labels))
+
+  def features(self, split):
+    examples = glue.read_split(self.spec, self.data_dir, split)
+    return glue.convert_examples(examples, self.tokenizer,
+                                 self.max_seq_length, self.spec.labels)
+
+  def loss(self, model, batch):
+    logits = model({k: batch[k] for k in _INPUTS}, training=True)["logits"]
+    if self.spec.is_regression:
+      loss = tf.reduce_mean(tf.square(logits[:, 0] - batch["label_ids"]))
+    else:
+      loss = tf.reduce_mean(tf.nn.sparse_softmax_cross_entropy_with_logits(
+          batch["label_ids"], logits))
+    return loss, {}
+
+  def evaluate(self, model, split):
+    features = self.features(split)
+    logits = _predict(model, features, ["logits"])["logits"]
+    predictions = logits[:, 0] if self.spec.is_regression else (
+        logits.argmax(-1))
+    return glue_metrics(self.name, features["label_ids"], predictions)
+
+
+class SpanTask:
+  """SQuAD v1.1 / v2.0 extractive QA (our WordNet QA set included)."""
+
+  def __init__(self, name, data_dir, tokenizer, max_seq_length,
+               doc_stride=128, max_query_length=64):
+    self.name, self.data_dir, self.tokenizer = name, data_dir, tokenizer
+    self.max_seq_length = max_seq_length
+    self.doc_stride = min(doc_stride, max_seq_length // 2)
+    self.max_query_length = min(max_query_length, max_seq_length // 4)
+
+  def head(self):
+    return Head("span")
+
+  def _read(self, split, is_training):
+    return squad.read_squad(_find(self.data_dir, split, "json"),
+                            is_training=is_training, strict=is_training)
+
+  def _build(self, examples, is_training):
+    return squad.build_features(examples, self.tokenizer,
+                                self.max_seq_length, self.doc_stride,
+                                self.max_query_length, is_training)
+
+  def features(self, split):
+    arrays, _ = self._build(self._read(split, True).examples, True)
+    return arrays
+
+  def loss(self, model, batch):
+    out = model({k: batch[k] for k in _INPUTS}, training=True)
+    start = tf.nn.sparse_softmax_cross_entropy_with_logits(
+        batch["start_positions"], out["start_logits"])
+    end = tf.nn.sparse_softmax_cross_entropy_with_logits(
+        batch["end_positions"], out["end_logits"])
+    return tf.reduce_mean(start + end) / 2, {}
+
+  def evaluate(self, model, split):
+    data = self._read(split, False)
+    arrays, metas = self._build(data.examples, False)
+    out = _predict(model, arrays, ["start_logits", "end_logits"])
+    version_2 = data.version.startswith("2")
+    predictions = squad.postprocess(data.examples, metas, out["start_logits"],
+                                    out["end_logits"],
+                                    version_2_with_negative=version_2)
+    return squad_metrics.evaluate(data, predictions)
+
+
+class TaggingTask:
+  """CoNLL token tagging, the tag on each word's first WordPiece."""
+
+  def __init__(self, name, data_dir, tokenizer, max_seq_length):
+    self.name, self.data_dir = name, data_dir
+    self.tokenizer, self.max_seq_length = tokenizer, max_seq_length
+    # The tag set is closed: take it from every split present, so a rare
+    # tag seen only in dev still has an id (and counts as an error).
+    sentences = []
+    for split in ("train", "dev", "test"):
+      try:
+        sentences += self._read(split)
+      except ValueError:
+        if split == "train":
+          raise
+    self.tags = tagging.tag_vocabulary(sentences)
+
+  def _read(self, split):
+    return tagging.read_conll(_find(self.data_dir, split, "conll"))
+
+  def head(self):
+    return Head("tagger", num_classes=len(self.tags))
+
+  def features(self, split):
+    return tagging.convert_sentences(self._read(split), self.tokenizer,
+                                     self.max_seq_length, self.tags)
+
+  def loss(self, model, batch):
+    logits = model({k: batch[k] for k in _INPUTS}, training=True)["logits"]
+    labels = tf.maximum(batch["label_ids"], 0)  # -1 marks unlabelled pieces
+    per_token = tf.nn.sparse_softmax_cross_entropy_with_logits(labels, logits)
+    weights = tf.cast(batch["label_weights"], per_token.dtype)
+    return tf.reduce_sum(per_token * weights) / tf.maximum(
+        tf.reduce_sum(weights), 1.0), {}
+
+  def evaluate(self, model, split):
+    features = self.features(split)
+    logits = _predict(model, features, ["logits"])["logits"]
+    return {"token_accuracy": token_accuracy(
+        features["label_ids"], logits.argmax(-1), features["label_weights"])}
+
+
+def make_task(name, data_dir, tokenizer, max_seq_length):
+  """`squad` for SQuAD-format data, `tagging` for CoNLL, else a GLUE task."""
+  if name == "squad":
+    return SpanTask(name, data_dir, tokenizer, max_seq_length)
+  if name == "tagging":
+    return TaggingTask(name, data_dir, tokenizer, max_seq_length)
+  return ClassificationTask(name, data_dir, tokenizer, max_seq_length)
