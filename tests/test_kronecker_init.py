@@ -86,3 +86,37 @@ def test_student_from_teacher_by_layer_names():
       got = layer.dense_kernel().numpy().T
       best = optimal_error(w, layer.a_shape, layer.num_sums)
       assert np.sum((w - got) ** 2) == pytest.approx(best, rel=1e-3, abs=1e-6)
+
+
+def test_student_starts_close_to_its_dense_teacher():
+  """Kronecker init + copied variables reproduce a factorisable teacher."""
+  import tensorflow as tf
+
+  from conftest import make_features
+  from tfmodels.distillation.kronecker import (initialise_student,
+                                               intermediate_kd_loss)
+  from tfmodels.models import build_pretrainer
+  student_config = load_config("tiny_kroneckerbert").replace(
+      kronecker_num_sums=4)
+  teacher = build_pretrainer(load_config("tiny_bert"))
+  # A teacher whose block matrices are exact sums of 4 Kronecker products,
+  # so the factorised student can match them exactly.
+  donor = build_pretrainer(student_config)
+  teacher_vars = {v.name: v for v in teacher.weights}
+  for layer in donor.submodules:
+    if isinstance(layer, KroneckerDense):
+      prefix = layer.kronecker_a.name.rsplit("/", 1)[0]
+      teacher_vars[prefix + "/kernel:0"].assign(layer.dense_kernel())
+    elif isinstance(layer, KroneckerEmbedding):
+      prefix = layer.table_a.name.rsplit("/", 1)[0]
+      teacher_vars[prefix + "/embeddings:0"].assign(layer.embeddings)
+  features = make_features([[2, 5, 9, 14, 3, 7, 11, 3]], segment_split=5)
+  features["masked_lm_positions"] = tf.constant([[1, 4]])
+  fresh = build_pretrainer(student_config)
+  def kd(student):
+    return sum(float(x) for x in intermediate_kd_loss(
+        teacher(features), student(features), features["input_mask"]))
+  before = kd(fresh)
+  factored, copied = initialise_student(fresh, teacher)
+  assert len(factored) == 13 and len(copied) > 10  # 12 matrices + table
+  assert kd(fresh) < 1e-8 * before  # the factorisation is exact here

@@ -1,4 +1,4 @@
-"""Distil a MobileBERT student from an IB-BERT teacher (AKT, JKT or PKT).
+"""Distil a student: MobileBERT by AKT / JKT / PKT, or a KroneckerBERT.
 
     python -m tfmodels.training.distill --teacher_dir /tmp/ibbert_run \
         --student_config mobilebert --train_data /tmp/pretrain \
@@ -8,6 +8,15 @@
 MLM + NSP heads. Stages are those of `distillation/progressive.py`; the run
 checkpoints and resumes like `pretrain`, stage included (the stage follows
 from the global step).
+
+`--strategy kronecker` distils a KroneckerBERT config from a dense teacher of
+the same depth and width (`distillation/kronecker.py`): the student starts
+as the teacher's nearest Kronecker factorisation and learns embedding,
+attention-score and FFN-output MSE plus its own MLM + NSP. Its teacher may
+be a bare encoder, e.g. the shipped MiniLM:
+
+    python -m tfmodels.training.distill --teacher all-minilm-l6-v2 \
+        --student_config kronecker_minilm.json --strategy kronecker ...
 """
 
 import json
@@ -18,10 +27,12 @@ from absl import app, flags, logging
 
 FLAGS = flags.FLAGS
 flags.DEFINE_string("teacher_dir", None, "Teacher run / model directory.")
+flags.DEFINE_string("teacher", None, "Or a named teacher (see "
+                    "checkpoints/teachers.py), e.g. all-minilm-l6-v2.")
 flags.DEFINE_string("student_config", None, "Student config name or JSON.")
 flags.DEFINE_string("train_data", None, "Directory of pre-training shards.")
 flags.DEFINE_string("model_dir", None, "Checkpoints and summaries.")
-flags.DEFINE_enum("strategy", "pkt", ["akt", "jkt", "pkt"],
+flags.DEFINE_enum("strategy", "pkt", ["akt", "jkt", "pkt", "kronecker"],
                   "Knowledge-transfer strategy.")
 flags.DEFINE_integer("train_steps", 1000, "Total steps, all stages.")
 flags.DEFINE_float("kt_fraction", 0.5, "JKT/PKT: share of the transfer "
@@ -40,7 +51,7 @@ flags.DEFINE_enum("distribution_strategy", "one_device",
                   ["one_device", "mirrored", "multi_worker_mirrored"],
                   "tf.distribute strategy.")
 flags.DEFINE_integer("seed", 0, "Seed for initialisation and shuffling.")
-for _name in ("teacher_dir", "student_config", "train_data", "model_dir"):
+for _name in ("student_config", "train_data", "model_dir"):
   flags.mark_flag_as_required(_name)
 
 
@@ -49,11 +60,13 @@ def main(argv):
     raise app.UsageError(f"unexpected arguments: {' '.join(argv[1:])}")
   logging.set_verbosity(logging.WARNING)
   import tf_keras as keras
-  from tfmodels.checkpoints.model_dir import load_model_dir
+  from tfmodels.checkpoints.model_dir import Head, load_model_dir
+  from tfmodels.checkpoints.teachers import load_teacher
+  from tfmodels.checkpoints.transfer import CheckpointError
   from tfmodels.configs import ConfigError, load_config
   from tfmodels.data.pretraining_dataset import (pretraining_dataset,
                                                  read_meta)
-  from tfmodels.distillation import progressive
+  from tfmodels.distillation import kronecker, progressive
   from tfmodels.models import build_pretrainer
   from tfmodels.training.loop import Trainer, get_strategy
   from tfmodels.training.optimization import create_optimizer
@@ -61,24 +74,34 @@ def main(argv):
   # Multi-worker collectives must be set up before any TF op runs.
   strategy = get_strategy(FLAGS.distribution_strategy)
   keras.utils.set_random_seed(FLAGS.seed)
+  if (FLAGS.teacher is None) == (FLAGS.teacher_dir is None):
+    sys.exit("error: give exactly one of --teacher_dir and --teacher")
   try:
     student_config = load_config(FLAGS.student_config)
-    read_meta(FLAGS.train_data)
+    meta = read_meta(FLAGS.train_data)
     with strategy.scope():
-      teacher, teacher_config, head = load_model_dir(FLAGS.teacher_dir)
-    if head.kind != "pretrainer":
-      raise ValueError(f"--teacher_dir {FLAGS.teacher_dir} has a "
-                       f"{head.kind} head; distillation needs MLM + NSP")
+      if FLAGS.teacher:
+        named = load_teacher(FLAGS.teacher)
+        teacher, teacher_config, head = named.encoder, named.config, Head()
+      else:
+        teacher, teacher_config, head = load_model_dir(FLAGS.teacher_dir)
+    if head.kind not in ("pretrainer", "encoder") or (
+        head.kind == "encoder" and FLAGS.strategy != "kronecker"):
+      raise ValueError(f"the teacher has a {head.kind} head; this strategy "
+                       "needs MLM + NSP")
     progressive.check_compatible(teacher_config, student_config)
-    stages = progressive.plan(FLAGS.strategy,
-                              student_config.num_hidden_layers,
-                              FLAGS.train_steps, FLAGS.kt_fraction,
-                              FLAGS.lower_layer_lr)
-  except (ConfigError, ValueError, OSError) as e:
+    if FLAGS.strategy == "kronecker":
+      stages = [progressive.Stage("kronecker", FLAGS.train_steps, (), False)]
+    else:
+      stages = progressive.plan(FLAGS.strategy,
+                                student_config.num_hidden_layers,
+                                FLAGS.train_steps, FLAGS.kt_fraction,
+                                FLAGS.lower_layer_lr)
+  except (CheckpointError, ConfigError, ValueError, OSError) as e:
     sys.exit(f"error: {e}")
+  objective = meta["options"]["sentence_objective"]
   with strategy.scope():
-    student = build_pretrainer(student_config,
-                               sentence_objective=head.sentence_objective)
+    student = build_pretrainer(student_config, sentence_objective=objective)
     optimizer = create_optimizer("lamb", FLAGS.learning_rate,
                                  FLAGS.train_steps, FLAGS.warmup_steps,
                                  FLAGS.weight_decay)
@@ -88,11 +111,14 @@ def main(argv):
   with open(os.path.join(FLAGS.model_dir, "config.json"), "w") as f:
     f.write(student_config.to_json() + "\n")
   with open(os.path.join(FLAGS.model_dir, "head.json"), "w") as f:
-    json.dump({"kind": "pretrainer",
-               "sentence_objective": head.sentence_objective}, f)
+    json.dump({"kind": "pretrainer", "sentence_objective": objective}, f)
   trainer = Trainer(strategy, student, optimizer, FLAGS.model_dir,
                     FLAGS.keep_checkpoints)
-  if trainer.start_step == 0 and FLAGS.strategy != "akt":
+  if trainer.start_step == 0 and FLAGS.strategy == "kronecker":
+    factored, copied = kronecker.initialise_student(student, teacher)
+    print(f"factored {len(factored)} Kronecker layers and copied "
+          f"{len(copied)} variables from the teacher", flush=True)
+  elif trainer.start_step == 0 and FLAGS.strategy != "akt":
     copied = progressive.copy_from_teacher(student, teacher)
     print(f"copied {len(copied)} embedding / head variables from the "
           "teacher", flush=True)
@@ -106,8 +132,11 @@ def main(argv):
     if stage.end_step <= trainer.start_step:
       continue
     optimizer.learning_rate_multipliers = list(stage.lr_multipliers)
+    loss_fn = (kronecker.pretraining_loss(student, teacher)
+               if FLAGS.strategy == "kronecker" else
+               progressive.stage_loss(student, teacher, stage, FLAGS.alpha))
     for h in trainer.train(
-        iterator, progressive.stage_loss(student, teacher, stage, FLAGS.alpha),
+        iterator, loss_fn,
         stage.end_step, progressive.trained_variables(student, stage),
         FLAGS.checkpoint_every, FLAGS.log_every, description=stage.name):
       history.append(dict(h, stage=stage.name))

@@ -1,0 +1,54 @@
+"""KroneckerBERT's knowledge distillation (Tahaei et al., sec. 3.5).
+
+Compression keeps the teacher's depth and widths, so the student is
+initialised layer by layer from the teacher (`kronecker_init`) and trained
+to match, with no projections: the embedding output, every layer's
+attention score matrix O = QK^T / sqrt(d_k) (eq. 9) and every layer's FFN
+output, each by MSE (eq. 14), plus MLM + NSP in pre-training.
+"""
+
+from tfmodels.checkpoints.model_dir import encoder_of
+from tfmodels.distillation.kronecker_init import init_from_teacher
+from tfmodels.distillation.losses import masked_lm_loss, mse
+from tfmodels.distillation.progressive import copy_from_teacher
+
+
+def intermediate_kd_loss(teacher, student, input_mask):
+  """Embedding + sum over layers of attention-score and FFN-output MSE."""
+  embedding = mse(teacher["embedding_output"], student["embedding_output"],
+                  input_mask)
+  attention = sum(mse(t, s, input_mask) for t, s in zip(
+      teacher["attention_scores"], student["attention_scores"]))
+  ffn = sum(mse(t, s, input_mask) for t, s in zip(
+      teacher["hidden_states"], student["hidden_states"]))
+  return embedding, attention, ffn
+
+
+def initialise_student(student, teacher):
+  """Kronecker layers by nearest Kronecker product, the rest copied.
+
+  Returns (Kronecker layers initialised, other variables copied).
+  """
+  factored = init_from_teacher(encoder_of(student), encoder_of(teacher))
+  copied = copy_from_teacher(student, teacher, prefixes=("",))
+  return factored, copied
+
+
+def pretraining_loss(student, teacher):
+  """loss_fn(batch): intermediate KD + the student's own MLM + NSP."""
+  import tensorflow as tf
+
+  def loss_fn(batch):
+    features = {k: batch[k] for k in student.input}
+    s = student(features, training=True)
+    t = teacher({k: batch[k] for k in teacher.input}, training=False)
+    embedding, attention, ffn = intermediate_kd_loss(t, s,
+                                                     batch["input_mask"])
+    mlm = masked_lm_loss(batch["masked_lm_ids"], s["mlm_logits"],
+                         batch["masked_lm_weights"])
+    nsp = tf.reduce_mean(tf.nn.sparse_softmax_cross_entropy_with_logits(
+        batch["next_sentence_labels"], s["sentence_logits"]))
+    metrics = {"embedding_kd": embedding, "attention_kd": attention,
+               "ffn_kd": ffn, "mlm": mlm, "nsp": nsp}
+    return embedding + attention + ffn + mlm + nsp, metrics
+  return loss_fn
