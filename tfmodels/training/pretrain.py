@@ -35,19 +35,30 @@ flags.DEFINE_enum("distribution_strategy", "one_device",
                   ["one_device", "mirrored", "multi_worker_mirrored"],
                   "tf.distribute strategy.")
 flags.DEFINE_integer("seed", 0, "Seed for initialisation and shuffling.")
+flags.DEFINE_string("init_student_embeddings_from", None,
+                    "Mixed-vocabulary stage II: a stage-I run whose student "
+                    "embeddings start this model's word embeddings.")
 for _name in ("config", "train_data", "model_dir"):
   flags.mark_flag_as_required(_name)
 
 
-def pretraining_loss(model):
-  """MLM (weighted mean over predictions) + NSP/SOP cross-entropy."""
+def pretraining_loss(model, teacher_vocab_size=None):
+  """MLM (weighted mean over predictions) + NSP/SOP cross-entropy.
+
+  With `teacher_vocab_size` (mixed-vocabulary stage I) the MLM term is eq. 1
+  of Zhao et al.: one softmax per vocabulary.
+  """
   import tensorflow as tf
   from tfmodels.distillation.losses import masked_lm_loss
+  from tfmodels.distillation.mixed_vocab import mixed_mlm_loss
 
   def loss_fn(batch):
     out = model({k: batch[k] for k in model.input}, training=True)
-    mlm = masked_lm_loss(batch["masked_lm_ids"], out["mlm_logits"],
-                         batch["masked_lm_weights"])
+    if teacher_vocab_size:
+      mlm = mixed_mlm_loss(batch, out, teacher_vocab_size)
+    else:
+      mlm = masked_lm_loss(batch["masked_lm_ids"], out["mlm_logits"],
+                           batch["masked_lm_weights"])
     sentence = tf.reduce_mean(tf.nn.sparse_softmax_cross_entropy_with_logits(
         batch["next_sentence_labels"], out["sentence_logits"]))
     return mlm + sentence, {"mlm_loss": mlm, "sentence_loss": sentence}
@@ -71,7 +82,13 @@ def main(argv):
     meta = read_meta(FLAGS.train_data)
   except (ConfigError, ValueError) as e:
     sys.exit(f"error: {e}")
-  if meta["vocab_size"] > config.vocab_size:
+  from tfmodels.distillation import mixed_vocab
+  if meta["mixed_vocabulary"]:
+    try:
+      mixed_vocab.check_stage_one_config(config, meta)
+    except ValueError as e:
+      sys.exit(f"error: --config {e}")
+  elif meta["vocab_size"] > config.vocab_size:
     sys.exit(f"error: --train_data ids reach {meta['vocab_size']} but "
              f"--config vocab_size is {config.vocab_size}")
   if FLAGS.batch_size < 1 or FLAGS.train_steps < 1:
@@ -92,12 +109,23 @@ def main(argv):
     json.dump({"kind": "pretrainer", "sentence_objective": objective}, f)
   trainer = Trainer(strategy, model, optimizer, FLAGS.model_dir,
                     FLAGS.keep_checkpoints)
+  if FLAGS.init_student_embeddings_from and trainer.start_step == 0:
+    from tfmodels.checkpoints.model_dir import load_model_dir
+    try:
+      stage_one, _, _ = load_model_dir(FLAGS.init_student_embeddings_from)
+      mixed_vocab.init_student_embeddings(model, stage_one)
+    except (ValueError, OSError) as e:
+      sys.exit(f"error: --init_student_embeddings_from {e}")
+    print("word embeddings from the stage-I student table", flush=True)
   dataset = strategy.distribute_datasets_from_function(
       lambda ctx: pretraining_dataset(
           FLAGS.train_data, ctx.get_per_replica_batch_size(FLAGS.batch_size),
           seed=FLAGS.seed, input_context=ctx,
           skip_batches=trainer.start_step))
-  history = trainer.train(iter(dataset), pretraining_loss(model),
+  teacher_vocab_size = (meta["teacher_vocab_size"]
+                        if meta["mixed_vocabulary"] else None)
+  history = trainer.train(iter(dataset),
+                          pretraining_loss(model, teacher_vocab_size),
                           FLAGS.train_steps,
                           checkpoint_every=FLAGS.checkpoint_every,
                           log_every=FLAGS.log_every)
