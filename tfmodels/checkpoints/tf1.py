@@ -67,7 +67,8 @@ def tensor_entries(config: ModelConfig, head: Head, arch):
       Entry("embeddings/position_embeddings", f"{e}/position_embeddings"),
       Entry("embeddings/token_type_embeddings/embeddings",
             f"{e}/token_type_embeddings"),
-  ] + _norm("embeddings/norm", f"{e}/{norm if arch == 'mobilebert' else 'LayerNorm'}")
+  ] + _norm("embeddings/norm",
+             f"{e}/{norm if arch == 'mobilebert' else 'LayerNorm'}")
   if arch == "albert":
     entries += _dense("embeddings/embedding_transformation",
                       "bert/encoder/embedding_hidden_mapping_in")

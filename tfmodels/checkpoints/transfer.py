@@ -65,10 +65,10 @@ def assign(model, entries, tensors, source, ignored=(), absent=()):
       value = value.T
     variable = variables[e.ours]
     if tuple(value.shape) != tuple(variable.shape):
+      expected = list(variable.shape)[::-1 if e.transpose else 1]
       raise CheckpointError(
           f"{source}: tensor {e.theirs!r} has shape "
-          f"{list(np.asarray(tensors[e.theirs]).shape)}, expected "
-          f"{list(variable.shape)[::-1] if e.transpose else list(variable.shape)}")
+          f"{list(np.asarray(tensors[e.theirs]).shape)}, expected {expected}")
     values.append((variable, value))
   for variable, value in values:  # only once everything is known to fit
     variable.assign(value.astype(variable.dtype.as_numpy_dtype))

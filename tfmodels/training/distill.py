@@ -25,6 +25,8 @@ import sys
 
 from absl import app, flags, logging
 
+from tfmodels.training.run_flags import define_run_flags, optimizer_from_flags
+
 FLAGS = flags.FLAGS
 flags.DEFINE_string("teacher_dir", None, "Teacher run / model directory.")
 flags.DEFINE_string("teacher", None, "Or a named teacher (see "
@@ -34,23 +36,12 @@ flags.DEFINE_string("train_data", None, "Directory of pre-training shards.")
 flags.DEFINE_string("model_dir", None, "Checkpoints and summaries.")
 flags.DEFINE_enum("strategy", "pkt", ["akt", "jkt", "pkt", "kronecker"],
                   "Knowledge-transfer strategy.")
-flags.DEFINE_integer("train_steps", 1000, "Total steps, all stages.")
 flags.DEFINE_float("kt_fraction", 0.5, "JKT/PKT: share of the transfer "
                    "stages.")
 flags.DEFINE_float("lower_layer_lr", 0.0, "PKT: learning-rate factor of the "
                    "layers below the current one (0 freezes them).")
 flags.DEFINE_float("alpha", 0.5, "Pre-training distillation: MLM weight.")
-flags.DEFINE_integer("batch_size", 32, "Global batch size.")
-flags.DEFINE_float("learning_rate", 1.5e-3, "Peak learning rate.")
-flags.DEFINE_integer("warmup_steps", 0, "Linear warm-up steps.")
-flags.DEFINE_float("weight_decay", 0.01, "Weight decay (not on norm/bias).")
-flags.DEFINE_integer("checkpoint_every", 100, "Steps between checkpoints.")
-flags.DEFINE_integer("keep_checkpoints", 3, "Checkpoints kept (newest).")
-flags.DEFINE_integer("log_every", 10, "Steps between summaries.")
-flags.DEFINE_enum("distribution_strategy", "one_device",
-                  ["one_device", "mirrored", "multi_worker_mirrored"],
-                  "tf.distribute strategy.")
-flags.DEFINE_integer("seed", 0, "Seed for initialisation and shuffling.")
+define_run_flags(train_steps=1000, learning_rate=1.5e-3)
 for _name in ("student_config", "train_data", "model_dir"):
   flags.mark_flag_as_required(_name)
 
@@ -69,7 +60,6 @@ def main(argv):
   from tfmodels.distillation import kronecker, progressive
   from tfmodels.models import build_pretrainer
   from tfmodels.training.loop import Trainer, get_strategy
-  from tfmodels.training.optimization import create_optimizer
 
   # Multi-worker collectives must be set up before any TF op runs.
   strategy = get_strategy(FLAGS.distribution_strategy)
@@ -102,9 +92,9 @@ def main(argv):
   objective = meta["options"]["sentence_objective"]
   with strategy.scope():
     student = build_pretrainer(student_config, sentence_objective=objective)
-    optimizer = create_optimizer("lamb", FLAGS.learning_rate,
-                                 FLAGS.train_steps, FLAGS.warmup_steps,
-                                 FLAGS.weight_decay)
+    if FLAGS.optimizer != "lamb" and FLAGS.lower_layer_lr:
+      sys.exit("error: --lower_layer_lr needs --optimizer lamb")
+    optimizer = optimizer_from_flags()
     # Stages train different subsets; the optimizer must know them all.
     optimizer.build(student.trainable_variables)
   os.makedirs(FLAGS.model_dir, exist_ok=True)

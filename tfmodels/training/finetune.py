@@ -18,6 +18,8 @@ import sys
 
 from absl import app, flags, logging
 
+from tfmodels.training.run_flags import define_run_flags, optimizer_from_flags
+
 FLAGS = flags.FLAGS
 flags.DEFINE_string("task", None, "Task name (see the module docstring).")
 flags.DEFINE_string("data_dir", None, "Directory of the task's files.")
@@ -25,17 +27,9 @@ flags.DEFINE_string("init_dir", None, "Run or model directory to start from.")
 flags.DEFINE_string("model_dir", None, "Checkpoints, summaries, results.")
 flags.DEFINE_string("vocab_file", "data/vocab/uncased_vocab.txt", "vocab.txt")
 flags.DEFINE_integer("max_seq_length", 128, "Tokens per example.")
-flags.DEFINE_integer("train_steps", 500, "Optimizer steps.")
-flags.DEFINE_integer("batch_size", 32, "Global batch size.")
-flags.DEFINE_enum("optimizer", "adamw", ["lamb", "adamw"], "Optimizer.")
-flags.DEFINE_float("learning_rate", 5e-5, "Peak learning rate.")
-flags.DEFINE_float("warmup_fraction", 0.1, "Share of steps warming up.")
-flags.DEFINE_integer("checkpoint_every", 100, "Steps between checkpoints.")
-flags.DEFINE_integer("log_every", 10, "Steps between summaries.")
-flags.DEFINE_enum("distribution_strategy", "one_device",
-                  ["one_device", "mirrored", "multi_worker_mirrored"],
-                  "tf.distribute strategy.")
-flags.DEFINE_integer("seed", 0, "Seed.")
+define_run_flags(train_steps=500, learning_rate=5e-5, optimizer="adamw")
+flags.DEFINE_float("warmup_fraction", 0.1, "Share of steps warming up "
+                   "(overrides --warmup_steps when > 0).")
 for _name in ("task", "data_dir", "init_dir", "model_dir"):
   flags.mark_flag_as_required(_name)
 
@@ -52,7 +46,6 @@ def main(argv):
                                               load_model_dir)
   from tfmodels.configs import ConfigError
   from tfmodels.tokenization import VocabError, WordPieceTokenizer
-  from tfmodels.training.optimization import create_optimizer
   from tfmodels.training.tasks import make_task
 
   keras.utils.set_random_seed(FLAGS.seed)
@@ -64,9 +57,9 @@ def main(argv):
     with strategy.scope():
       source, config, _ = load_model_dir(FLAGS.init_dir)
       model = build_model(config, task.head(), encoder_of(source))
-      optimizer = create_optimizer(
-          FLAGS.optimizer, FLAGS.learning_rate, FLAGS.train_steps,
-          int(FLAGS.warmup_fraction * FLAGS.train_steps))
+      if FLAGS.warmup_fraction > 0:
+        FLAGS.warmup_steps = int(FLAGS.warmup_fraction * FLAGS.train_steps)
+      optimizer = optimizer_from_flags()
   except (ConfigError, VocabError, ValueError, OSError) as e:
     sys.exit(f"error: {e}")
   if config.max_position_embeddings < FLAGS.max_seq_length:
@@ -81,7 +74,8 @@ def main(argv):
   with open(os.path.join(FLAGS.model_dir, "task.json"), "w") as f:
     json.dump({"task": FLAGS.task, "max_seq_length": FLAGS.max_seq_length,
                "vocab_file": os.path.abspath(FLAGS.vocab_file)}, f)
-  trainer = Trainer(strategy, model, optimizer, FLAGS.model_dir)
+  trainer = Trainer(strategy, model, optimizer, FLAGS.model_dir,
+                    FLAGS.keep_checkpoints)
   n = len(features["input_ids"])
 
   def dataset_fn(ctx):

@@ -17,24 +17,13 @@ import sys
 
 from absl import app, flags, logging
 
+from tfmodels.training.run_flags import define_run_flags, optimizer_from_flags
+
 FLAGS = flags.FLAGS
 flags.DEFINE_string("config", None, "Model config: a shipped name or a JSON.")
 flags.DEFINE_string("train_data", None, "Directory of pre-training shards.")
 flags.DEFINE_string("model_dir", None, "Checkpoints and summaries.")
-flags.DEFINE_integer("train_steps", 1000, "Total optimizer steps.")
-flags.DEFINE_integer("batch_size", 32, "Global batch size.")
-flags.DEFINE_enum("optimizer", "lamb", ["lamb", "adamw"], "Optimizer.")
-flags.DEFINE_float("learning_rate", 1e-3, "Peak learning rate.")
-flags.DEFINE_integer("warmup_steps", 0, "Linear warm-up steps.")
-flags.DEFINE_float("weight_decay", 0.01, "Weight decay (not on norm/bias).")
-flags.DEFINE_float("clip_norm", 1.0, "Global-norm clipping; 0 disables.")
-flags.DEFINE_integer("checkpoint_every", 100, "Steps between checkpoints.")
-flags.DEFINE_integer("keep_checkpoints", 3, "Checkpoints kept (newest).")
-flags.DEFINE_integer("log_every", 10, "Steps between summaries.")
-flags.DEFINE_enum("distribution_strategy", "one_device",
-                  ["one_device", "mirrored", "multi_worker_mirrored"],
-                  "tf.distribute strategy.")
-flags.DEFINE_integer("seed", 0, "Seed for initialisation and shuffling.")
+define_run_flags(train_steps=1000, learning_rate=1e-3)
 flags.DEFINE_string("init_student_embeddings_from", None,
                     "Mixed-vocabulary stage II: a stage-I run whose student "
                     "embeddings start this model's word embeddings.")
@@ -75,7 +64,6 @@ def main(argv):
                                                  read_meta)
   from tfmodels.models import build_pretrainer
   from tfmodels.training.loop import Trainer, get_strategy
-  from tfmodels.training.optimization import create_optimizer
 
   try:
     config = load_config(FLAGS.config)
@@ -99,9 +87,7 @@ def main(argv):
   objective = meta["options"]["sentence_objective"]
   with strategy.scope():
     model = build_pretrainer(config, sentence_objective=objective)
-    optimizer = create_optimizer(FLAGS.optimizer, FLAGS.learning_rate,
-                                 FLAGS.train_steps, FLAGS.warmup_steps,
-                                 FLAGS.weight_decay, FLAGS.clip_norm)
+    optimizer = optimizer_from_flags()
   os.makedirs(FLAGS.model_dir, exist_ok=True)
   with open(os.path.join(FLAGS.model_dir, "config.json"), "w") as f:
     f.write(config.to_json() + "\n")

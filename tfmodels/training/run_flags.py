@@ -1,0 +1,36 @@
+"""The flags every training command shares (steps, batch, optimizer, runs).
+
+Each command calls `define_run_flags` with its own defaults, then defines
+what is particular to it, so `pretrain`, `distill` and `finetune` read the
+same way on the command line.
+"""
+
+from absl import flags
+
+from tfmodels.training.loop import STRATEGIES
+from tfmodels.training.optimization import OPTIMIZERS
+
+
+def define_run_flags(train_steps, learning_rate, optimizer="lamb"):
+  flags.DEFINE_integer("train_steps", train_steps, "Total optimizer steps.")
+  flags.DEFINE_integer("batch_size", 32, "Global batch size.")
+  flags.DEFINE_enum("optimizer", optimizer, list(OPTIMIZERS), "Optimizer.")
+  flags.DEFINE_float("learning_rate", learning_rate, "Peak learning rate.")
+  flags.DEFINE_integer("warmup_steps", 0, "Linear warm-up steps.")
+  flags.DEFINE_float("weight_decay", 0.01,
+                     "Weight decay (not on norm / bias variables).")
+  flags.DEFINE_float("clip_norm", 1.0, "Global-norm clipping; 0 disables.")
+  flags.DEFINE_integer("checkpoint_every", 100, "Steps between checkpoints.")
+  flags.DEFINE_integer("keep_checkpoints", 3, "Checkpoints kept (newest).")
+  flags.DEFINE_integer("log_every", 10, "Steps between summaries.")
+  flags.DEFINE_enum("distribution_strategy", "one_device", list(STRATEGIES),
+                    "tf.distribute strategy.")
+  flags.DEFINE_integer("seed", 0, "Seed for initialisation and shuffling.")
+
+
+def optimizer_from_flags():
+  """create_optimizer with the shared flags' values."""
+  from tfmodels.training.optimization import create_optimizer
+  f = flags.FLAGS
+  return create_optimizer(f.optimizer, f.learning_rate, f.train_steps,
+                          f.warmup_steps, f.weight_decay, f.clip_norm)
