@@ -90,6 +90,12 @@ def test_stage_one_and_two_commands(tmp_path):
              (tmp_path / "stage1" / "history.jsonl").read_text().splitlines()]
   assert np.mean([h["mlm_loss"] for h in history[-5:]]) < np.mean(
       [h["mlm_loss"] for h in history[:5]])
+  scored = json.loads(_run("tfmodels.training.evaluate", "--model_dir",
+                           str(tmp_path / "stage1"), "--pretraining_data",
+                           str(tmp_path / "mixed")))
+  assert 0 <= scored["mlm_accuracy"] <= 1 and scored["masked_tokens"] > 1000
+  # Each label is scored in its own vocabulary: far below ln(30522 + V_s).
+  assert scored["mlm_loss"] < np.log(30522)
   student = load_config("tiny_bert").replace(
       vocab_size=student_size, hidden_size=8, embedding_size=8,
       num_attention_heads=2,

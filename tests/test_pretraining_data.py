@@ -309,3 +309,29 @@ def test_command_refuses_bad_input_and_foreign_directories(tmp_path):
   assert foreign.returncode != 0
   assert "refusing to replace it" in foreign.stderr
   assert (mine / "notes.txt").read_text() == "keep me"
+
+
+def test_heldout_mlm_metrics_match_a_direct_computation(tmp_path, documents,
+                                                         vocab):
+  from tfmodels.training.mlm_eval import evaluate_pretraining
+  options = PretrainingOptions(max_seq_length=32, max_predictions_per_seq=5)
+  arrays, _ = _write_and_read(tmp_path, documents[:4], vocab, options,
+                              dupe_factor=1)
+  config = load_config("tiny_bert").replace(vocab_size=len(vocab.teacher),
+                                            max_position_embeddings=32)
+  model = build_pretrainer(config)
+  got = evaluate_pretraining(model, str(tmp_path / "shards"), batch_size=7)
+  out = model({k: arrays[k] for k in model.input_names}, training=False)
+  logits = out["mlm_logits"].numpy().astype(np.float64)
+  log_p = logits - np.log(np.exp(logits).sum(-1, keepdims=True))
+  w = arrays["masked_lm_weights"]
+  picked = np.take_along_axis(log_p, arrays["masked_lm_ids"][..., None],
+                              -1)[..., 0]
+  assert got["masked_tokens"] == int(w.sum())
+  assert got["mlm_loss"] == pytest.approx(-(picked * w).sum() / w.sum(),
+                                          rel=1e-4)
+  hits = log_p.argmax(-1) == arrays["masked_lm_ids"]
+  assert got["mlm_accuracy"] == pytest.approx((hits * w).sum() / w.sum())
+  nsp = out["sentence_logits"].numpy().argmax(-1)
+  assert got["sentence_accuracy"] == pytest.approx(
+      np.mean(nsp == arrays["next_sentence_labels"]))

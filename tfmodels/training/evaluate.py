@@ -1,11 +1,15 @@
-"""Score a fine-tuned model directory on a split of its task.
+"""Score a model directory: a fine-tuned task, or held-out MLM / NSP.
 
     python -m tfmodels.training.evaluate --model_dir /tmp/spam_run \
         --data_dir data/spam --split test
+    python -m tfmodels.training.evaluate --model_dir /tmp/ibbert_run \
+        --pretraining_data /tmp/heldout_shards
 
-Reads the task, sequence length and vocabulary `finetune` recorded in
-task.json, the latest checkpoint, and prints the task's metrics as JSON
-(GLUE metrics, SQuAD EM/F1, tagging token accuracy).
+For a `finetune` run it reads the task, sequence length and vocabulary
+recorded in task.json and prints the task's metrics (GLUE metrics, SQuAD
+EM/F1, tagging token accuracy); with --pretraining_data (shards made from
+held-out text) it prints masked-LM accuracy / loss and NSP / SOP accuracy of
+a `pretrain` or `distill` run. Output is JSON.
 """
 
 import json
@@ -19,8 +23,9 @@ flags.DEFINE_string("model_dir", None, "A finetune run directory.")
 flags.DEFINE_string("data_dir", None, "Directory of the task's files.")
 flags.DEFINE_string("split", "dev", "Split to score (dev, test, ...).")
 flags.DEFINE_string("output", None, "Also write the metrics JSON here.")
+flags.DEFINE_string("pretraining_data", None, "Held-out pre-training shards "
+                    "(instead of --data_dir): MLM / NSP metrics.")
 flags.mark_flag_as_required("model_dir")
-flags.mark_flag_as_required("data_dir")
 
 
 def main(argv):
@@ -31,14 +36,23 @@ def main(argv):
   from tfmodels.configs import ConfigError
   from tfmodels.tokenization import VocabError, WordPieceTokenizer
   from tfmodels.training.tasks import make_task
+  if (FLAGS.data_dir is None) == (FLAGS.pretraining_data is None):
+    sys.exit("error: give exactly one of --data_dir and --pretraining_data")
   try:
-    with open(os.path.join(FLAGS.model_dir, "task.json")) as f:
-      spec = json.load(f)
-    model, _, _ = load_model_dir(FLAGS.model_dir)
-    task = make_task(spec["task"], FLAGS.data_dir,
-                     WordPieceTokenizer(spec["vocab_file"]),
-                     spec["max_seq_length"])
-    results = task.evaluate(model, FLAGS.split)
+    model, _, head = load_model_dir(FLAGS.model_dir)
+    if FLAGS.pretraining_data:
+      if head.kind != "pretrainer":
+        raise ValueError(f"--model_dir {FLAGS.model_dir} has a {head.kind} "
+                         "head, not MLM + NSP")
+      from tfmodels.training.mlm_eval import evaluate_pretraining
+      results = evaluate_pretraining(model, FLAGS.pretraining_data)
+    else:
+      with open(os.path.join(FLAGS.model_dir, "task.json")) as f:
+        spec = json.load(f)
+      task = make_task(spec["task"], FLAGS.data_dir,
+                       WordPieceTokenizer(spec["vocab_file"]),
+                       spec["max_seq_length"])
+      results = task.evaluate(model, FLAGS.split)
   except (ConfigError, VocabError, ValueError, OSError, KeyError) as e:
     sys.exit(f"error: {e}")
   text = json.dumps(results, indent=2)
