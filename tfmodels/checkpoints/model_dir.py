@@ -85,15 +85,21 @@ class _Serving(tf.Module):
     return {k: out[k] for k in keep if k in out}
 
 
+def write_description(directory, config, head):
+  """config.json + head.json: what `load_model_dir` needs to rebuild."""
+  os.makedirs(directory, exist_ok=True)
+  with open(os.path.join(directory, "config.json"), "w") as f:
+    f.write(config.to_json() + "\n")
+  with open(os.path.join(directory, "head.json"), "w") as f:
+    json.dump(dataclasses.asdict(head), f, indent=2)
+
+
 def save_model_dir(model, config, head, output_dir, overwrite=False):
   """Writes DIR atomically; refuses an existing DIR unless overwrite."""
   if os.path.exists(output_dir) and not overwrite:
     raise FileExistsError(f"{output_dir} exists (pass --overwrite)")
   with staged_directory(output_dir) as staging:
-    with open(os.path.join(staging, "config.json"), "w") as f:
-      f.write(config.to_json() + "\n")
-    with open(os.path.join(staging, "head.json"), "w") as f:
-      json.dump(dataclasses.asdict(head), f, indent=2)
+    write_description(staging, config, head)
     tf.train.Checkpoint(model=model).write(
         os.path.join(staging, CHECKPOINT_PREFIX + "-1"))
     serving = _Serving(model, head)

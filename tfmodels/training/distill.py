@@ -51,7 +51,8 @@ def main(argv):
     raise app.UsageError(f"unexpected arguments: {' '.join(argv[1:])}")
   logging.set_verbosity(logging.WARNING)
   import tf_keras as keras
-  from tfmodels.checkpoints.model_dir import Head, load_model_dir
+  from tfmodels.checkpoints.model_dir import (Head, load_model_dir,
+                                              write_description)
   from tfmodels.checkpoints.teachers import load_teacher
   from tfmodels.checkpoints.transfer import CheckpointError
   from tfmodels.configs import ConfigError, load_config
@@ -97,11 +98,8 @@ def main(argv):
     optimizer = optimizer_from_flags()
     # Stages train different subsets; the optimizer must know them all.
     optimizer.build(student.trainable_variables)
-  os.makedirs(FLAGS.model_dir, exist_ok=True)
-  with open(os.path.join(FLAGS.model_dir, "config.json"), "w") as f:
-    f.write(student_config.to_json() + "\n")
-  with open(os.path.join(FLAGS.model_dir, "head.json"), "w") as f:
-    json.dump({"kind": "pretrainer", "sentence_objective": objective}, f)
+  write_description(FLAGS.model_dir, student_config,
+                    Head("pretrainer", sentence_objective=objective))
   trainer = Trainer(strategy, student, optimizer, FLAGS.model_dir,
                     FLAGS.keep_checkpoints)
   if trainer.start_step == 0 and FLAGS.strategy == "kronecker":

@@ -11,7 +11,6 @@ checkpoint; its encoder weights start the task model. The run checkpoints
 and resumes like `pretrain`, and writes dev metrics to eval_results.json.
 """
 
-import dataclasses
 import json
 import os
 import sys
@@ -43,7 +42,8 @@ def main(argv):
   import tensorflow as tf
   import tf_keras as keras
   from tfmodels.checkpoints.model_dir import (build_model, encoder_of,
-                                              load_model_dir)
+                                              load_model_dir,
+                                              write_description)
   from tfmodels.configs import ConfigError
   from tfmodels.tokenization import VocabError, WordPieceTokenizer
   from tfmodels.training.tasks import make_task
@@ -66,11 +66,7 @@ def main(argv):
     sys.exit(f"error: --max_seq_length {FLAGS.max_seq_length} exceeds the "
              f"model's max_position_embeddings "
              f"{config.max_position_embeddings}")
-  os.makedirs(FLAGS.model_dir, exist_ok=True)
-  with open(os.path.join(FLAGS.model_dir, "config.json"), "w") as f:
-    f.write(config.to_json() + "\n")
-  with open(os.path.join(FLAGS.model_dir, "head.json"), "w") as f:
-    json.dump(dataclasses.asdict(task.head()), f)
+  write_description(FLAGS.model_dir, config, task.head())
   with open(os.path.join(FLAGS.model_dir, "task.json"), "w") as f:
     json.dump({"task": FLAGS.task, "max_seq_length": FLAGS.max_seq_length,
                "vocab_file": os.path.abspath(FLAGS.vocab_file)}, f)

@@ -62,6 +62,7 @@ def main(argv):
   from tfmodels.configs import ConfigError, load_config
   from tfmodels.data.pretraining_dataset import (pretraining_dataset,
                                                  read_meta)
+  from tfmodels.checkpoints.model_dir import Head, write_description
   from tfmodels.models import build_pretrainer
   from tfmodels.training.loop import Trainer, get_strategy
 
@@ -88,11 +89,8 @@ def main(argv):
   with strategy.scope():
     model = build_pretrainer(config, sentence_objective=objective)
     optimizer = optimizer_from_flags()
-  os.makedirs(FLAGS.model_dir, exist_ok=True)
-  with open(os.path.join(FLAGS.model_dir, "config.json"), "w") as f:
-    f.write(config.to_json() + "\n")
-  with open(os.path.join(FLAGS.model_dir, "head.json"), "w") as f:
-    json.dump({"kind": "pretrainer", "sentence_objective": objective}, f)
+  write_description(FLAGS.model_dir, config,
+                    Head("pretrainer", sentence_objective=objective))
   trainer = Trainer(strategy, model, optimizer, FLAGS.model_dir,
                     FLAGS.keep_checkpoints)
   if FLAGS.init_student_embeddings_from and trainer.start_step == 0:
