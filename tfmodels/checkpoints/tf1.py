@@ -48,6 +48,34 @@ def _output(ours, theirs):
           Entry(f"{ours}/bias", f"{theirs}output_bias")]
 
 
+# Google's names, within one layer, of BERT's and ALBERT's sub-layers.
+_BERT_NAMES = {"self": "attention/self/",
+               "attention_output": "attention/output/dense",
+               "attention_norm": "attention/output/LayerNorm",
+               "intermediate": "intermediate/dense", "output": "output/dense",
+               "ffn_norm": "output/LayerNorm"}
+_ALBERT_NAMES = {"self": "attention_1/self/",
+                 "attention_output": "attention_1/output/dense",
+                 "attention_norm": "LayerNorm",
+                 "intermediate": "ffn_1/intermediate/dense",
+                 "output": "ffn_1/intermediate/output/dense",
+                 "ffn_norm": "LayerNorm_1"}
+
+
+def _bert_layer(att, ffn, t, names):
+  """One BERT / ALBERT layer: attention block `att`, FFN block `ffn`."""
+  entries = []
+  for k in ("query", "key", "value"):
+    entries += _dense(f"{att}/self_attention/{k}", f"{t}{names['self']}{k}")
+  entries += _dense(f"{att}/self_attention/attention_output",
+                    t + names["attention_output"])
+  entries += _norm(f"{att}/norm", t + names["attention_norm"])
+  entries += _dense(f"{ffn}/intermediate", t + names["intermediate"])
+  entries += _dense(f"{ffn}/output", t + names["output"])
+  entries += _norm(f"{ffn}/norm", t + names["ffn_norm"])
+  return entries
+
+
 def architecture(names):
   if any(n.startswith("bert/encoder/transformer/group_") for n in names):
     return "albert"
@@ -73,17 +101,9 @@ def tensor_entries(config: ModelConfig, head: Head, arch):
     entries += _dense("embeddings/embedding_transformation",
                       "bert/encoder/embedding_hidden_mapping_in")
     for g in range(config.num_hidden_groups):
-      t = f"bert/encoder/transformer/group_{g}/inner_group_0/"
-      a, f = f"group_{g}_attention", f"group_{g}_ffn"
-      for k in ("query", "key", "value"):
-        entries += _dense(f"{a}/self_attention/{k}",
-                          f"{t}attention_1/self/{k}")
-      entries += _dense(f"{a}/self_attention/attention_output",
-                        f"{t}attention_1/output/dense")
-      entries += _norm(f"{a}/norm", f"{t}LayerNorm")
-      entries += _dense(f"{f}/intermediate", f"{t}ffn_1/intermediate/dense")
-      entries += _dense(f"{f}/output", f"{t}ffn_1/intermediate/output/dense")
-      entries += _norm(f"{f}/norm", f"{t}LayerNorm_1")
+      entries += _bert_layer(
+          f"group_{g}_attention", f"group_{g}_ffn",
+          f"bert/encoder/transformer/group_{g}/inner_group_0/", _ALBERT_NAMES)
   elif arch == "mobilebert":
     entries += _dense("embeddings/embedding_transformation",
                       f"{e}/embedding_transformation")
@@ -92,16 +112,8 @@ def tensor_entries(config: ModelConfig, head: Head, arch):
                                    f"bert/encoder/layer_{i}/", norm)
   else:
     for i in range(config.num_hidden_layers):
-      t, a, f = f"bert/encoder/layer_{i}/", f"layer_{i}_attention", (
-          f"layer_{i}_ffn")
-      for k in ("query", "key", "value"):
-        entries += _dense(f"{a}/self_attention/{k}", f"{t}attention/self/{k}")
-      entries += _dense(f"{a}/self_attention/attention_output",
-                        f"{t}attention/output/dense")
-      entries += _norm(f"{a}/norm", f"{t}attention/output/LayerNorm")
-      entries += _dense(f"{f}/intermediate", f"{t}intermediate/dense")
-      entries += _dense(f"{f}/output", f"{t}output/dense")
-      entries += _norm(f"{f}/norm", f"{t}output/LayerNorm")
+      entries += _bert_layer(f"layer_{i}_attention", f"layer_{i}_ffn",
+                             f"bert/encoder/layer_{i}/", _BERT_NAMES)
   if arch != "mobilebert" or config.classifier_activation:
     entries += _dense("pooler", "bert/pooler/dense")
   if head.kind == "pretrainer":
