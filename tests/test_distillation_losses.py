@@ -104,8 +104,10 @@ def test_kronecker_intermediate_losses_are_plain_mse():
       ((t - s) ** 2).mean(), rel=1e-12)
   t_att = RNG.normal(size=(B, HEADS, T, T))
   s_att = RNG.normal(size=(B, HEADS, T, T))
-  expected = np.mean([((t_att[b, :, i] - s_att[b, :, i]) ** 2).mean()
-                      for b in range(B) for i in range(T) if MASK[b, i]])
+  expected = np.mean([(t_att[b, h, i, j] - s_att[b, h, i, j]) ** 2
+                      for b in range(B) for h in range(HEADS)
+                      for i in range(T) for j in range(T)
+                      if MASK[b, i] and MASK[b, j]])
   got = losses.mse(tf.constant(t_att), tf.constant(s_att), MASK)
   assert float(got) == pytest.approx(expected, rel=1e-12)
   logits_t, logits_s = RNG.normal(size=(4, 3)), RNG.normal(size=(4, 3))

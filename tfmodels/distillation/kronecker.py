@@ -4,7 +4,8 @@ Compression keeps the teacher's depth and widths, so the student is
 initialised layer by layer from the teacher (`kronecker_init`) and trained
 to match, with no projections: the embedding output, every layer's
 attention score matrix O = QK^T / sqrt(d_k) (eq. 9) and every layer's FFN
-output, each by MSE (eq. 14), plus MLM + NSP in pre-training.
+output, each by MSE (eq. 14), plus MLM + NSP in pre-training and, in
+fine-tuning, logit KD from a fine-tuned teacher plus the task's own loss.
 """
 
 from tfmodels.checkpoints.model_dir import encoder_of
@@ -51,4 +52,25 @@ def pretraining_loss(student, teacher):
     metrics = {"embedding_kd": embedding, "attention_kd": attention,
                "ffn_kd": ffn, "mlm": mlm, "nsp": nsp}
     return embedding + attention + ffn + mlm + nsp, metrics
+  return loss_fn
+
+
+def finetuning_loss(student, teacher, task):
+  """loss_fn(batch) of eq. 14: intermediate KD + logit KD + the task loss.
+
+  `task` is a `training.tasks` task: it knows its logits and labels.
+  """
+  from tfmodels.training.tasks import model_inputs
+
+  def loss_fn(batch):
+    inputs = model_inputs(batch)
+    s = student(inputs, training=True)
+    t = teacher(inputs, training=False)
+    embedding, attention, ffn = intermediate_kd_loss(t, s,
+                                                     batch["input_mask"])
+    logit = task.logit_kd(t, s, batch)
+    supervised = task.supervised_loss(s, batch)
+    metrics = {"embedding_kd": embedding, "attention_kd": attention,
+               "ffn_kd": ffn, "logit_kd": logit, "task": supervised}
+    return embedding + attention + ffn + logit + supervised, metrics
   return loss_fn

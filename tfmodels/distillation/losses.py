@@ -39,9 +39,18 @@ def _masked_mean(values, mask):
 
 
 def mse(teacher, student, input_mask=None):
-  """Mean squared error over real tokens: KroneckerBERT's intermediate KD."""
-  mask = _token_mask(teacher, input_mask) if teacher.shape.rank == 3 else (
-      _attention_mask(teacher, input_mask))
+  """Mean squared error over real tokens: KroneckerBERT's intermediate KD.
+
+  On [B, heads, T, T] score matrices a cell counts when both its query and
+  its key are real tokens, so padding cannot move the loss.
+  """
+  if teacher.shape.rank == 3:
+    mask = _token_mask(teacher, input_mask)
+  elif input_mask is None:
+    mask = tf.ones_like(teacher[:, :1])
+  else:
+    mask = tf.cast(input_mask, teacher.dtype)
+    mask = mask[:, None, :, None] * mask[:, None, None, :]
   return _masked_mean(tf.square(teacher - student), mask)
 
 

@@ -23,6 +23,8 @@ FLAGS = flags.FLAGS
 flags.DEFINE_string("task", None, "Task name (see the module docstring).")
 flags.DEFINE_string("data_dir", None, "Directory of the task's files.")
 flags.DEFINE_string("init_dir", None, "Run or model directory to start from.")
+flags.DEFINE_string("teacher_dir", None, "Fine-tuned teacher for task-stage "
+                    "KD (see the module docstring).")
 flags.DEFINE_string("model_dir", None, "Checkpoints, summaries, results.")
 flags.DEFINE_string("vocab_file", "data/vocab/uncased_vocab.txt", "vocab.txt")
 flags.DEFINE_integer("max_seq_length", 128, "Tokens per example.")
@@ -46,6 +48,8 @@ def main(argv):
                                               write_description)
   from tfmodels.configs import ConfigError
   from tfmodels.tokenization import VocabError, WordPieceTokenizer
+  from tfmodels.distillation.kronecker import finetuning_loss
+  from tfmodels.distillation.progressive import copy_from_teacher
   from tfmodels.training.tasks import make_task
 
   keras.utils.set_random_seed(FLAGS.seed)
@@ -57,6 +61,8 @@ def main(argv):
     with strategy.scope():
       source, config, _ = load_model_dir(FLAGS.init_dir)
       model = build_model(config, task.head(), encoder_of(source))
+      teacher = _load_teacher(FLAGS.teacher_dir, task, config) if (
+          FLAGS.teacher_dir) else None
       if FLAGS.warmup_fraction > 0:
         FLAGS.warmup_steps = int(FLAGS.warmup_fraction * FLAGS.train_steps)
       optimizer = optimizer_from_flags()
@@ -72,6 +78,14 @@ def main(argv):
                "vocab_file": os.path.abspath(FLAGS.vocab_file)}, f)
   trainer = Trainer(strategy, model, optimizer, FLAGS.model_dir,
                     FLAGS.keep_checkpoints)
+  if teacher is not None and trainer.start_step == 0:
+    # The head layer is named after its kind (models.py).
+    copied = copy_from_teacher(model, teacher,
+                               prefixes=(task.head().kind + "/",))
+    print(f"copied {len(copied)} prediction-layer variables from the "
+          "teacher", flush=True)
+  loss_fn = (finetuning_loss(model, teacher, task) if teacher is not None
+             else lambda batch: task.loss(model, batch))
   n = len(features["input_ids"])
 
   def dataset_fn(ctx):
@@ -83,7 +97,7 @@ def main(argv):
     return ds.skip(trainer.start_step).prefetch(2)
 
   iterator = iter(strategy.distribute_datasets_from_function(dataset_fn))
-  trainer.train(iterator, lambda batch: task.loss(model, batch),
+  trainer.train(iterator, loss_fn,
                 FLAGS.train_steps, checkpoint_every=FLAGS.checkpoint_every,
                 log_every=FLAGS.log_every, description=FLAGS.task)
   if trainer.chief:
@@ -91,6 +105,18 @@ def main(argv):
     with open(os.path.join(FLAGS.model_dir, "eval_results.json"), "w") as f:
       json.dump(results, f, indent=2)
     print(f"dev: {json.dumps(results)}")
+
+
+def _load_teacher(teacher_dir, task, student_config):
+  """The fine-tuned teacher; its head must be the task's."""
+  from tfmodels.checkpoints.model_dir import load_model_dir
+  from tfmodels.distillation.progressive import check_compatible
+  teacher, teacher_config, head = load_model_dir(teacher_dir)
+  if head != task.head():
+    raise ValueError(f"{teacher_dir}: the teacher has a {head.kind} head "
+                     f"({head}), the task needs {task.head()}")
+  check_compatible(teacher_config, student_config)
+  return teacher
 
 
 def run():

@@ -8,6 +8,9 @@ and `evaluate` need no per-task branches:
     features = task.features("train")         # dict of numpy arrays
     loss, metrics = task.loss(model, batch)   # per-replica, in training
     task.evaluate(model, "dev")               # {"accuracy": ..., ...}
+
+`supervised_loss` and `logit_kd` work on outputs already computed, so a
+distillation loss can run the student once for both.
 """
 
 import os
@@ -18,6 +21,7 @@ import tensorflow as tf
 from tfmodels.checkpoints.model_dir import Head
 from tfmodels.data import glue, squad, squad_metrics, tagging
 from tfmodels.data.metrics import glue_metrics, token_accuracy
+from tfmodels.distillation.losses import soft_cross_entropy
 
 _INPUTS = ("input_ids", "input_mask", "segment_ids")
 
@@ -27,12 +31,16 @@ def _predict(model, features, keys, batch_size=64):
   out = {k: [] for k in keys}
   n = len(features["input_ids"])
   for begin in range(0, n, batch_size):
-    batch = {k: tf.constant(features[k][begin:begin + batch_size])
-             for k in _INPUTS}
+    batch = {k: tf.constant(v[begin:begin + batch_size])
+             for k, v in model_inputs(features).items()}
     result = model(batch, training=False)
     for k in keys:
       out[k].append(result[k].numpy())
   return {k: np.concatenate(v) for k, v in out.items()}
+
+
+def model_inputs(batch):
+  return {k: batch[k] for k in _INPUTS}
 
 
 def _find(data_dir, split, extension):
@@ -60,13 +68,20 @@ class ClassificationTask:
                                  self.max_seq_length, self.spec.labels)
 
   def loss(self, model, batch):
-    logits = model({k: batch[k] for k in _INPUTS}, training=True)["logits"]
+    return self.supervised_loss(model(model_inputs(batch), training=True),
+                                batch), {}
+
+  def supervised_loss(self, outputs, batch):
+    logits = outputs["logits"]
     if self.spec.is_regression:
-      loss = tf.reduce_mean(tf.square(logits[:, 0] - batch["label_ids"]))
-    else:
-      loss = tf.reduce_mean(tf.nn.sparse_softmax_cross_entropy_with_logits(
-          batch["label_ids"], logits))
-    return loss, {}
+      return tf.reduce_mean(tf.square(logits[:, 0] - batch["label_ids"]))
+    return tf.reduce_mean(tf.nn.sparse_softmax_cross_entropy_with_logits(
+        batch["label_ids"], logits))
+
+  def logit_kd(self, teacher, student, batch):
+    if self.spec.is_regression:
+      return tf.reduce_mean(tf.square(teacher["logits"] - student["logits"]))
+    return soft_cross_entropy(teacher["logits"], student["logits"])
 
   def evaluate(self, model, split):
     features = self.features(split)
@@ -103,12 +118,22 @@ class SpanTask:
     return arrays
 
   def loss(self, model, batch):
-    out = model({k: batch[k] for k in _INPUTS}, training=True)
+    return self.supervised_loss(model(model_inputs(batch), training=True),
+                                batch), {}
+
+  def supervised_loss(self, outputs, batch):
     start = tf.nn.sparse_softmax_cross_entropy_with_logits(
-        batch["start_positions"], out["start_logits"])
+        batch["start_positions"], outputs["start_logits"])
     end = tf.nn.sparse_softmax_cross_entropy_with_logits(
-        batch["end_positions"], out["end_logits"])
-    return tf.reduce_mean(start + end) / 2, {}
+        batch["end_positions"], outputs["end_logits"])
+    return tf.reduce_mean(start + end) / 2
+
+  def logit_kd(self, teacher, student, batch):
+    """Soft cross-entropy of the start and of the end distributions."""
+    return (soft_cross_entropy(teacher["start_logits"],
+                               student["start_logits"]) +
+            soft_cross_entropy(teacher["end_logits"],
+                               student["end_logits"])) / 2
 
   def evaluate(self, model, split):
     data = self._read(split, False)
@@ -149,12 +174,21 @@ class TaggingTask:
                                      self.max_seq_length, self.tags)
 
   def loss(self, model, batch):
-    logits = model({k: batch[k] for k in _INPUTS}, training=True)["logits"]
+    return self.supervised_loss(model(model_inputs(batch), training=True),
+                                batch), {}
+
+  def supervised_loss(self, outputs, batch):
     labels = tf.maximum(batch["label_ids"], 0)  # -1 marks unlabelled pieces
-    per_token = tf.nn.sparse_softmax_cross_entropy_with_logits(labels, logits)
+    per_token = tf.nn.sparse_softmax_cross_entropy_with_logits(
+        labels, outputs["logits"])
     weights = tf.cast(batch["label_weights"], per_token.dtype)
     return tf.reduce_sum(per_token * weights) / tf.maximum(
-        tf.reduce_sum(weights), 1.0), {}
+        tf.reduce_sum(weights), 1.0)
+
+  def logit_kd(self, teacher, student, batch):
+    """Per real token: the teacher also has a view on unlabelled pieces."""
+    return soft_cross_entropy(teacher["logits"], student["logits"],
+                              batch["input_mask"])
 
   def evaluate(self, model, split):
     features = self.features(split)

@@ -1,0 +1,131 @@
+"""KroneckerBERT's task-stage KD (eq. 14): each term against numpy, and
+`finetune --teacher_dir` end to end."""
+
+import random
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from conftest import VOCAB, make_features, write_lines
+from test_finetune import _env, _sst_rows
+from tfmodels.checkpoints.model_dir import Head, build_model, save_model_dir
+from tfmodels.configs import load_config
+from tfmodels.distillation.kronecker import finetuning_loss
+from tfmodels.training.tasks import ClassificationTask, SpanTask
+
+
+def _softmax(x):
+  e = np.exp(x - x.max(-1, keepdims=True))
+  return e / e.sum(-1, keepdims=True)
+
+
+def _soft_ce(teacher, student):
+  log_p = np.log(_softmax(student))
+  return float(np.mean(-(_softmax(teacher) * log_p).sum(-1)))
+
+
+def _token_mse(t, s, mask):
+  w = mask[..., None].astype(np.float64)
+  return float(((t - s) ** 2 * w).sum() / (w.sum() * t.shape[-1]))
+
+
+def _score_mse(t, s, mask):
+  # Scores [B, H, T, T]: a cell counts when both its tokens are real.
+  w = (mask[:, None, :, None] * mask[:, None, None, :]).astype(np.float64)
+  w = np.broadcast_to(w, t.shape)
+  return float(((t - s) ** 2 * w).sum() / w.sum())
+
+
+@pytest.fixture(scope="module")
+def pair():
+  teacher_config = load_config("tiny_bert")
+  student_config = load_config("tiny_kroneckerbert")
+  return teacher_config, student_config
+
+
+@pytest.mark.parametrize("head", ["classifier", "span"])
+def test_each_term_matches_numpy(pair, head):
+  teacher_config, student_config = pair
+  head = Head("classifier", num_classes=3) if head == "classifier" else (
+      Head("span"))
+  teacher = build_model(teacher_config, head)
+  student = build_model(student_config, head)
+  task = (ClassificationTask("mnli", "", None, 12) if head.kind ==
+          "classifier" else SpanTask("squad", "", None, 12))
+  rng = np.random.default_rng(0)
+  batch = make_features([list(rng.integers(5, 90, n)) for n in (12, 7, 9)],
+                        seq_len=12)
+  batch["label_ids"] = np.array([0, 2, 1], np.int32)
+  batch["start_positions"] = np.array([3, 1, 0], np.int32)
+  batch["end_positions"] = np.array([4, 5, 0], np.int32)
+  loss, metrics = finetuning_loss(student, teacher, task)(batch)
+
+  inputs = {k: batch[k] for k in ("input_ids", "input_mask", "segment_ids")}
+  t = teacher(inputs, training=False)
+  s = student(inputs, training=False)
+  mask = batch["input_mask"].numpy()
+  np.testing.assert_allclose(metrics["embedding_kd"], _token_mse(
+      t["embedding_output"].numpy(), s["embedding_output"].numpy(), mask),
+                             rtol=1e-5)
+  np.testing.assert_allclose(metrics["attention_kd"], sum(
+      _score_mse(a.numpy(), b.numpy(), mask)
+      for a, b in zip(t["attention_scores"], s["attention_scores"])),
+                             rtol=1e-5)
+  np.testing.assert_allclose(metrics["ffn_kd"], sum(
+      _token_mse(a.numpy(), b.numpy(), mask)
+      for a, b in zip(t["hidden_states"], s["hidden_states"])), rtol=1e-5)
+  if head.kind == "classifier":
+    logit = _soft_ce(t["logits"].numpy(), s["logits"].numpy())
+    log_p = np.log(_softmax(s["logits"].numpy()))
+    supervised = -np.mean(log_p[np.arange(3), batch["label_ids"]])
+  else:
+    logit = (_soft_ce(t["start_logits"].numpy(), s["start_logits"].numpy())
+             + _soft_ce(t["end_logits"].numpy(), s["end_logits"].numpy())) / 2
+    ls = np.log(_softmax(s["start_logits"].numpy()))
+    le = np.log(_softmax(s["end_logits"].numpy()))
+    supervised = -np.mean(ls[np.arange(3), batch["start_positions"]] +
+                          le[np.arange(3), batch["end_positions"]]) / 2
+  np.testing.assert_allclose(metrics["logit_kd"], logit, rtol=1e-5)
+  np.testing.assert_allclose(metrics["task"], supervised, rtol=1e-5)
+  np.testing.assert_allclose(loss, sum(float(v) for v in metrics.values()),
+                             rtol=1e-5)
+
+
+def test_finetune_with_teacher(tmp_path, pair):
+  teacher_config, student_config = pair
+  rng = random.Random(0)
+  data = tmp_path / "sst"
+  data.mkdir()
+  write_lines(data / "train.tsv", _sst_rows(rng, 64))
+  write_lines(data / "dev.tsv", _sst_rows(rng, 32))
+  teacher_config = teacher_config.replace(vocab_size=30522)
+  student_config = student_config.replace(vocab_size=30522)
+  head = Head("classifier", num_classes=2)
+  teacher_dir, student_dir = tmp_path / "teacher", tmp_path / "student"
+  save_model_dir(build_model(teacher_config, head), teacher_config, head,
+                 str(teacher_dir))
+  save_model_dir(build_model(student_config, Head("pretrainer")),
+                 student_config, Head("pretrainer"), str(student_dir))
+  span_dir = tmp_path / "span_teacher"
+  save_model_dir(build_model(teacher_config, Head("span")), teacher_config,
+                 Head("span"), str(span_dir))
+
+  def finetune(teacher, run):
+    return subprocess.run(
+        [sys.executable, "-m", "tfmodels.training.finetune", "--task",
+         "sst-2", "--data_dir", str(data), "--init_dir", str(student_dir),
+         "--teacher_dir", str(teacher), "--model_dir", str(run),
+         "--vocab_file", VOCAB, "--max_seq_length", "16", "--train_steps",
+         "4", "--batch_size", "8", "--log_every", "2"],
+        capture_output=True, text=True, env=_env())
+
+  result = finetune(teacher_dir, tmp_path / "run")
+  assert result.returncode == 0, result.stderr[-1000:]
+  assert "copied 2 prediction-layer variables" in result.stdout
+  assert (tmp_path / "run" / "eval_results.json").exists()
+
+  wrong = finetune(span_dir, tmp_path / "run2")
+  assert wrong.returncode != 0
+  assert "span head" in wrong.stderr.strip().splitlines()[-1]
