@@ -1,0 +1,77 @@
+"""pipeline.run_steps: skips finished work, re-runs what depends on a change."""
+
+import os
+import sys
+import time
+
+import pytest
+
+from tfmodels.experiments.transfer import SCALES, build_steps
+from tfmodels.pipeline import Step, StepError, run_steps
+
+
+def _append(log, name):
+  """argv appending `name` to log (the step 'ran'), like any command."""
+  return [sys.executable, "-c",
+          f"open({str(log)!r}, 'a').write({name!r} + '\\n')"]
+
+
+def _chain(tmp_path, log):
+  a, b, c = (str(tmp_path / n) for n in "abc")
+  return [Step("a", _append(log, "a"), a),
+          Step("b", _append(log, "b"), b, (a,)),
+          Step("c", _append(log, "c"), c)]
+
+
+def _ran(log):
+  ran = log.read_text().split() if log.exists() else []
+  log.unlink(missing_ok=True)
+  return ran
+
+
+def test_skips_done_steps_and_reruns_dependents(tmp_path):
+  log = tmp_path / "log.txt"
+  run_steps(_chain(tmp_path, log), log=lambda _: None)
+  assert _ran(log) == ["a", "b", "c"]
+  run_steps(_chain(tmp_path, log), log=lambda _: None)
+  assert _ran(log) == []
+  # Deleting a's output re-runs a and b (which reads it), not c.
+  os.remove(tmp_path / "a" / ".done")
+  time.sleep(0.01)
+  run_steps(_chain(tmp_path, log), log=lambda _: None)
+  assert _ran(log) == ["a", "b"]
+  run_steps(_chain(tmp_path, log), force={"c"}, log=lambda _: None)
+  assert _ran(log) == ["c"]
+
+
+def test_failure_names_the_step_and_how_to_rerun(tmp_path):
+  log = tmp_path / "log.txt"
+  steps = _chain(tmp_path, log)
+  steps[1] = Step("b", [sys.executable, "-c", "raise SystemExit(3)"],
+                  str(tmp_path / "b"), (str(tmp_path / "a"),))
+  with pytest.raises(StepError, match=r"step 'b' failed .*re-run it with: "):
+    run_steps(steps, log=lambda _: None)
+  assert _ran(log) == ["a"]  # c never started
+  assert not (tmp_path / "b" / ".done").exists()
+
+
+def test_transfer_experiment_chain(tmp_path):
+  steps, models = build_steps(str(tmp_path), SCALES["tiny"], kronecker=True)
+  by_name = {s.name: s for s in steps}
+  assert models == ["teacher", "scratch", "pkt", "jkt", "akt", "minilm",
+                    "kronecker"]
+  # Same total steps for every student; distilled ones read the teacher.
+  for student in ("scratch", "pkt", "jkt", "akt"):
+    command = by_name[student].command
+    assert command[command.index("--train_steps") + 1] == str(
+        SCALES["tiny"].student_steps)
+  for strategy in ("pkt", "jkt", "akt"):
+    assert by_name["teacher"].output in by_name[strategy].inputs
+  # KroneckerBERT's task stage distils from MiniLM fine-tuned on that task.
+  assert by_name["minilm_qa"].output in by_name["kronecker_qa"].inputs
+  assert "minilm_mlm" not in by_name  # MiniLM ships without an MLM head
+  # Each step comes after the steps it reads.
+  seen = set()
+  for step in steps:
+    assert all(i in seen for i in step.inputs), step.name
+    seen.add(step.output)

@@ -1,0 +1,1 @@
+"""Measured experiments, each a rerunnable chain of the project's commands."""

@@ -1,0 +1,249 @@
+"""Does knowledge transfer beat training from scratch? Measured on the shipped data.
+
+    python -m tfmodels.experiments.transfer --output_dir /tmp/transfer
+
+A small IB-BERT teacher is pre-trained on data/pretraining; a MobileBERT
+student of the same feature-map width (128) and depth is then trained with
+the same number of steps (a) from scratch with MLM + NSP, (b) by PKT + PD,
+(c) by JKT + PD and (d) by AKT. Every model is scored on held-out masked-LM
+accuracy (shards from data/pretraining/heldout.txt.gz) and fine-tuned, with
+one shared recipe, on spam classification (data/spam) and extractive QA
+(data/wordnet_qa). Then a KroneckerBERT is distilled from the real MiniLM
+teacher (pre-training KD on the same shards, then task-stage KD from MiniLM
+fine-tuned on each task) and compared with MiniLM itself.
+
+Every step is a command of this project (the log prints each one); a re-run
+skips finished steps (`tfmodels/pipeline.py`). The results land in
+OUTPUT_DIR/results.json and OUTPUT_DIR/RESULTS.md. `--scale tiny` runs the
+same chain in a couple of minutes (for the tests), numbers meaningless.
+"""
+
+import dataclasses
+import json
+import os
+import sys
+
+from absl import app, flags
+
+from tfmodels.pipeline import Step, StepError, python_module, run_steps
+
+FLAGS = flags.FLAGS
+flags.DEFINE_string("output_dir", None, "Where runs and results go.")
+flags.DEFINE_enum("scale", "small", ["small", "tiny"], "Experiment size.")
+flags.DEFINE_bool("kronecker", True, "Also the KroneckerBERT-from-MiniLM part.")
+flags.DEFINE_list("force", [], "Step names to re-run even if done.")
+flags.mark_flag_as_required("output_dir")
+
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(
+    os.path.abspath(__file__))))
+DATA = os.path.join(REPO, "data")
+VOCAB = os.path.join(DATA, "vocab", "uncased_vocab.txt")
+MINILM = "all-minilm-l6-v2"
+STUDENTS = ("scratch", "pkt", "jkt", "akt")
+
+
+@dataclasses.dataclass(frozen=True)
+class Scale:
+  teacher_config: str
+  student_config: str
+  kronecker_config: str
+  config_overrides: dict  # applied to every config (tiny: short sequences)
+  seq_length: int
+  dupe_factor: int
+  batch_size: int
+  teacher_steps: int
+  student_steps: int
+  kronecker_steps: int
+  finetune_steps: int
+  pretrain_lr: float = 2e-3
+  finetune_lr: float = 2e-4
+
+
+SCALES = {
+    "small": Scale("small_ibbert", "small_mobilebert", "kronecker_minilm",
+                   {}, seq_length=128, dupe_factor=3, batch_size=32,
+                   teacher_steps=1200, student_steps=600, kronecker_steps=300,
+                   finetune_steps=250),
+    "tiny": Scale("tiny_ibbert", "tiny_mobilebert", "kronecker_minilm",
+                  {"vocab_size": 30522}, seq_length=32, dupe_factor=1,
+                  batch_size=4, teacher_steps=4, student_steps=8,
+                  kronecker_steps=2, finetune_steps=2),
+}
+
+
+def _write_configs(scale, directory):
+  """The configs the runs use, as JSON files (with the scale's overrides)."""
+  from tfmodels.configs import load_config
+  os.makedirs(directory, exist_ok=True)
+  paths = {}
+  for role, name in (("teacher", scale.teacher_config),
+                     ("student", scale.student_config),
+                     ("kronecker", scale.kronecker_config)):
+    overrides = {k: v for k, v in scale.config_overrides.items()
+                 if role != "kronecker"}
+    config = load_config(name).replace(**overrides)
+    paths[role] = os.path.join(directory, f"{role}.json")
+    with open(paths[role], "w") as f:
+      json.dump(dataclasses.asdict(config), f, indent=2)
+  return paths
+
+
+def build_steps(out, scale, kronecker=True):
+  """The experiment as pipeline steps; returns (steps, models)."""
+  configs = _write_configs(scale, os.path.join(out, "configs"))
+  data = {split: os.path.join(out, "data", split)
+          for split in ("train", "heldout")}
+  runs = lambda name: os.path.join(out, "runs", name)
+  train = ("--train_data", data["train"], "--batch_size", scale.batch_size,
+           "--checkpoint_every", 200, "--log_every", 20)
+  steps = []
+  for split, seed in (("train", 12345), ("heldout", 7)):
+    steps.append(Step(f"data_{split}", python_module(
+        "tfmodels.data.create_pretraining_data", "--input_file",
+        os.path.join(DATA, "pretraining", f"{split}.txt.gz"), "--vocab_file",
+        VOCAB, "--output_dir", data[split], "--max_seq_length",
+        scale.seq_length, "--dupe_factor",
+        scale.dupe_factor if split == "train" else 1, "--random_seed", seed,
+        "--overwrite"), data[split]))
+  steps.append(Step("teacher", python_module(
+      "tfmodels.training.pretrain", "--config", configs["teacher"],
+      "--model_dir", runs("teacher"), "--train_steps", scale.teacher_steps,
+      "--learning_rate", scale.pretrain_lr, "--warmup_steps",
+      scale.teacher_steps // 10, *train), runs("teacher"), (data["train"],)))
+  steps.append(Step("scratch", python_module(
+      "tfmodels.training.pretrain", "--config", configs["student"],
+      "--model_dir", runs("scratch"), "--train_steps", scale.student_steps,
+      "--learning_rate", scale.pretrain_lr, "--warmup_steps",
+      scale.student_steps // 10, *train), runs("scratch"), (data["train"],)))
+  for strategy in STUDENTS[1:]:
+    steps.append(Step(strategy, python_module(
+        "tfmodels.training.distill", "--teacher_dir", runs("teacher"),
+        "--student_config", configs["student"], "--strategy", strategy,
+        "--model_dir", runs(strategy), "--train_steps", scale.student_steps,
+        "--learning_rate", scale.pretrain_lr, "--warmup_steps",
+        scale.student_steps // 10, *train), runs(strategy),
+        (data["train"], runs("teacher"))))
+  models = ["teacher", *STUDENTS]
+  if kronecker:
+    from tfmodels.checkpoints.teachers import teacher_dir
+    steps.append(Step("minilm", python_module(
+        "tfmodels.checkpoints.convert", "--from", "hf", "--input",
+        teacher_dir(MINILM), "--name", MINILM, "--output", runs("minilm"),
+        "--overwrite"), runs("minilm")))
+    steps.append(Step("kronecker", python_module(
+        "tfmodels.training.distill", "--teacher", MINILM, "--student_config",
+        configs["kronecker"], "--strategy", "kronecker", "--model_dir",
+        runs("kronecker"), "--train_steps", scale.kronecker_steps,
+        "--learning_rate", 1e-3, "--warmup_steps",
+        scale.kronecker_steps // 10, *train), runs("kronecker"),
+        (data["train"],)))
+    models += ["minilm", "kronecker"]
+  for model in models:
+    if model != "minilm":  # MiniLM ships without its MLM head
+      output = os.path.join(out, "eval", f"{model}_mlm")
+      steps.append(Step(f"{model}_mlm", python_module(
+          "tfmodels.training.evaluate", "--model_dir", runs(model),
+          "--pretraining_data", data["heldout"], "--output",
+          os.path.join(output, "metrics.json")), output,
+          (runs(model), data["heldout"])))
+    for task, task_name, data_dir in (
+        ("spam", "spam", os.path.join(DATA, "spam")),
+        ("qa", "squad", os.path.join(DATA, "wordnet_qa"))):
+      output = os.path.join(out, "finetune", f"{model}_{task}")
+      extra, inputs = (), (runs(model),)
+      if model == "kronecker":  # task-stage KD from the fine-tuned MiniLM
+        teacher = os.path.join(out, "finetune", f"minilm_{task}")
+        extra, inputs = ("--teacher_dir", teacher), (runs(model), teacher)
+      steps.append(Step(f"{model}_{task}", python_module(
+          "tfmodels.training.finetune", "--task", task_name, "--data_dir",
+          data_dir, "--init_dir", runs(model), "--model_dir", output,
+          "--vocab_file", VOCAB, "--max_seq_length", scale.seq_length,
+          "--train_steps", scale.finetune_steps, "--batch_size",
+          scale.batch_size, "--learning_rate", scale.finetune_lr,
+          "--checkpoint_every", 1000, "--log_every", 20, *extra), output,
+          inputs))
+  return steps, models
+
+
+LABELS = {
+    "teacher": "IB-BERT teacher", "scratch": "MobileBERT, scratch (MLM+NSP)",
+    "pkt": "MobileBERT, PKT + PD", "jkt": "MobileBERT, JKT + PD",
+    "akt": "MobileBERT, AKT", "minilm": "MiniLM-L6-H384 (teacher)",
+    "kronecker": "KroneckerBERT from MiniLM"}
+
+
+def _read(path):
+  if not os.path.exists(path):
+    return None
+  with open(path) as f:
+    return json.load(f)
+
+
+def collect(out, models):
+  """One row per model: size, held-out MLM / NSP, spam accuracy, QA F1 / EM."""
+  from tfmodels.configs import load_config
+  from tfmodels.summary import count
+  rows = []
+  for model in models:
+    config = load_config(os.path.join(out, "runs", model, "config.json"))
+    mlm = _read(os.path.join(out, "eval", f"{model}_mlm", "metrics.json"))
+    spam = _read(os.path.join(out, "finetune", f"{model}_spam",
+                              "eval_results.json"))
+    qa = _read(os.path.join(out, "finetune", f"{model}_qa",
+                            "eval_results.json"))
+    rows.append({
+        "model": model, "label": LABELS[model],
+        "params": count(config, min(128, config.max_position_embeddings))[
+            "params_encoder"],
+        "mlm_accuracy": mlm and mlm["mlm_accuracy"],
+        "nsp_accuracy": mlm and mlm["sentence_accuracy"],
+        "spam_accuracy": spam and spam["accuracy"],
+        "qa_f1": qa and qa["f1"], "qa_exact_match": qa and qa["exact_match"]})
+  return rows
+
+
+def markdown(rows, scale):
+  fmt = lambda v, scale=100: "n/a" if v is None else f"{v * scale:.1f}"
+  lines = [
+      f"Teacher {scale.teacher_steps} steps; each MobileBERT student "
+      f"{scale.student_steps} steps; KroneckerBERT {scale.kronecker_steps} "
+      f"KD steps; batch {scale.batch_size}, sequence {scale.seq_length}; "
+      f"fine-tuning {scale.finetune_steps} steps at {scale.finetune_lr:g}.",
+      "",
+      "| model | encoder params | held-out MLM acc | NSP acc | spam acc | "
+      "QA F1 | QA EM |",
+      "| --- | --- | --- | --- | --- | --- | --- |"]
+  for r in rows:
+    lines.append(
+        f"| {r['label']} | {r['params'] / 1e6:.2f}M | "
+        f"{fmt(r['mlm_accuracy'])} | {fmt(r['nsp_accuracy'])} | "
+        f"{fmt(r['spam_accuracy'])} | {fmt(r['qa_f1'], 1)} | "
+        f"{fmt(r['qa_exact_match'], 1)} |")
+  return "\n".join(lines) + "\n"
+
+
+def main(argv):
+  if len(argv) > 1:
+    raise app.UsageError(f"unexpected arguments: {' '.join(argv[1:])}")
+  scale = SCALES[FLAGS.scale]
+  out = os.path.abspath(FLAGS.output_dir)
+  steps, models = build_steps(out, scale, FLAGS.kronecker)
+  try:
+    run_steps(steps, force=set(FLAGS.force))
+  except StepError as e:
+    sys.exit(f"error: {e}")
+  rows = collect(out, models)
+  table = markdown(rows, scale)
+  with open(os.path.join(out, "results.json"), "w") as f:
+    json.dump({"scale": dataclasses.asdict(scale), "rows": rows}, f, indent=2)
+  with open(os.path.join(out, "RESULTS.md"), "w") as f:
+    f.write(table)
+  print(table)
+
+
+def run():
+  app.run(main)
+
+
+if __name__ == "__main__":
+  run()
