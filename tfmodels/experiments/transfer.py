@@ -32,6 +32,9 @@ flags.DEFINE_string("output_dir", None, "Where runs and results go.")
 flags.DEFINE_enum("scale", "small", ["small", "tiny"], "Experiment size.")
 flags.DEFINE_bool("kronecker", True, "Also the KroneckerBERT-from-MiniLM part.")
 flags.DEFINE_list("force", [], "Step names to re-run even if done.")
+for _field in ("teacher_steps", "student_steps", "kronecker_steps",
+               "finetune_steps"):
+  flags.DEFINE_integer(_field, None, f"Override the scale's {_field}.")
 flags.mark_flag_as_required("output_dir")
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(
@@ -123,22 +126,9 @@ def build_steps(out, scale, kronecker=True):
         "--learning_rate", scale.pretrain_lr, "--warmup_steps",
         scale.student_steps // 10, *train), runs(strategy),
         (data["train"], runs("teacher"))))
-  models = ["teacher", *STUDENTS]
-  if kronecker:
-    from tfmodels.checkpoints.teachers import teacher_dir
-    steps.append(Step("minilm", python_module(
-        "tfmodels.checkpoints.convert", "--from", "hf", "--input",
-        teacher_dir(MINILM), "--name", MINILM, "--output", runs("minilm"),
-        "--overwrite"), runs("minilm")))
-    steps.append(Step("kronecker", python_module(
-        "tfmodels.training.distill", "--teacher", MINILM, "--student_config",
-        configs["kronecker"], "--strategy", "kronecker", "--model_dir",
-        runs("kronecker"), "--train_steps", scale.kronecker_steps,
-        "--learning_rate", 1e-3, "--warmup_steps",
-        scale.kronecker_steps // 10, *train), runs("kronecker"),
-        (data["train"],)))
-    models += ["minilm", "kronecker"]
-  for model in models:
+
+  def evaluate(model):
+    """Held-out MLM (when it has an MLM head), spam and QA fine-tuning."""
     if model != "minilm":  # MiniLM ships without its MLM head
       output = os.path.join(out, "eval", f"{model}_mlm")
       steps.append(Step(f"{model}_mlm", python_module(
@@ -162,6 +152,26 @@ def build_steps(out, scale, kronecker=True):
           scale.batch_size, "--learning_rate", scale.finetune_lr,
           "--checkpoint_every", 1000, "--log_every", 20, *extra), output,
           inputs))
+
+  for model in ("teacher", *STUDENTS):
+    evaluate(model)
+  models = ["teacher", *STUDENTS]
+  if kronecker:
+    from tfmodels.checkpoints.teachers import teacher_dir
+    steps.append(Step("minilm", python_module(
+        "tfmodels.checkpoints.convert", "--from", "hf", "--input",
+        teacher_dir(MINILM), "--name", MINILM, "--output", runs("minilm"),
+        "--overwrite"), runs("minilm")))
+    steps.append(Step("kronecker", python_module(
+        "tfmodels.training.distill", "--teacher", MINILM, "--student_config",
+        configs["kronecker"], "--strategy", "kronecker", "--model_dir",
+        runs("kronecker"), "--train_steps", scale.kronecker_steps,
+        "--learning_rate", 1e-3, "--warmup_steps",
+        scale.kronecker_steps // 10, *train), runs("kronecker"),
+        (data["train"],)))
+    for model in ("minilm", "kronecker"):
+      evaluate(model)
+    models += ["minilm", "kronecker"]
   return steps, models
 
 
@@ -185,7 +195,10 @@ def collect(out, models):
   from tfmodels.summary import count
   rows = []
   for model in models:
-    config = load_config(os.path.join(out, "runs", model, "config.json"))
+    config_file = os.path.join(out, "runs", model, "config.json")
+    if not os.path.exists(config_file):  # not trained yet
+      continue
+    config = load_config(config_file)
     mlm = _read(os.path.join(out, "eval", f"{model}_mlm", "metrics.json"))
     spam = _read(os.path.join(out, "finetune", f"{model}_spam",
                               "eval_results.json"))
@@ -225,13 +238,17 @@ def markdown(rows, scale):
 def main(argv):
   if len(argv) > 1:
     raise app.UsageError(f"unexpected arguments: {' '.join(argv[1:])}")
-  scale = SCALES[FLAGS.scale]
+  scale = dataclasses.replace(SCALES[FLAGS.scale], **{
+      f: FLAGS[f].value for f in ("teacher_steps", "student_steps",
+                                  "kronecker_steps", "finetune_steps")
+      if FLAGS[f].value is not None})
   out = os.path.abspath(FLAGS.output_dir)
   steps, models = build_steps(out, scale, FLAGS.kronecker)
+  failure = None
   try:
     run_steps(steps, force=set(FLAGS.force))
   except StepError as e:
-    sys.exit(f"error: {e}")
+    failure = f"error: {e}"  # still report what was measured
   rows = collect(out, models)
   table = markdown(rows, scale)
   with open(os.path.join(out, "results.json"), "w") as f:
@@ -239,6 +256,8 @@ def main(argv):
   with open(os.path.join(out, "RESULTS.md"), "w") as f:
     f.write(table)
   print(table)
+  if failure:
+    sys.exit(failure)
 
 
 def run():

@@ -1,0 +1,331 @@
+"""android_bench: benchmark_model latency on phones, emulators or the host.
+
+    python -m android_bench devices [--json]
+    python -m android_bench run --target adb --benchmark_binary benchmark_model \
+        [--serial SERIAL] [--cpu_mask big] MODEL.tflite|DIR ...
+    python -m android_bench run --target host models/
+    python -m android_bench parse saved_output.txt [--json]
+    python -m android_bench report RUN.json|DIR ... [--output DIR]
+    python -m android_bench report OLD.json NEW.json --compare [--output DIR]
+
+`run` measures models x --delegates x --threads x --repeats (defaults:
+xnnpack, 4 threads, 1 repeat, 1 warm-up + 50 runs), appends one JSON per run
+to --results_dir, prints a Markdown table and writes a PNG plot beside the
+JSON. It exits 1 if any cell failed; what was measured is kept either way.
+"""
+
+import json
+import os
+import shlex
+import sys
+
+from absl import app, flags
+
+FLAGS = flags.FLAGS
+# Where the device is.
+flags.DEFINE_string("adb", "adb", "The adb client binary.")
+flags.DEFINE_integer("adb_server_port", None, "adb server port (adb -P); "
+                     "default: $ANDROID_ADB_SERVER_PORT or 5037.")
+flags.DEFINE_string("serial", None, "Device serial when several are attached.")
+# run
+flags.DEFINE_enum("target", "adb", ["adb", "host"], "Where to run.")
+flags.DEFINE_string("benchmark_binary", None, "LiteRT benchmark_model built "
+                    "for the device (required for --target adb; optional for "
+                    "host, where it runs beside the ai_edge_litert runner).")
+flags.DEFINE_list("threads", ["4"], "Thread counts (--num_threads).")
+flags.DEFINE_list("delegates", ["xnnpack"], "Any of xnnpack, gpu, nnapi, "
+                  "none (plain CPU kernels).")
+flags.DEFINE_integer("repeats", 1, "Times to measure every configuration.")
+flags.DEFINE_integer("warmup_runs", 1, "benchmark_model --warmup_runs.")
+flags.DEFINE_integer("num_runs", 50, "benchmark_model --num_runs.")
+flags.DEFINE_float("min_secs", None, "benchmark_model --min_secs.")
+flags.DEFINE_float("max_secs", None, "benchmark_model --max_secs.")
+flags.DEFINE_string("cpu_mask", None, "Pin with taskset: a hex mask (f0) or "
+                    "'big' (cores faster than the slowest cluster).")
+flags.DEFINE_float("timeout", 600.0, "Seconds before one cell is abandoned.")
+flags.DEFINE_float("reconnect_wait", 10.0, "Seconds to wait for a device "
+                   "that dropped off before skipping the remaining cells.")
+flags.DEFINE_bool("op_profiling", False, "--enable_op_profiling=true.")
+flags.DEFINE_bool("peak_memory", False,
+                  "--report_peak_memory_footprint=true.")
+flags.DEFINE_string("benchmark_args", "", "More benchmark_model flags, e.g. "
+                    "'--input_layer_value_range=ids,0,30521'.")
+flags.DEFINE_bool("auto_value_ranges", True, "Give integer inputs that "
+                  "index a table (ids, segment_ids) their valid range, and "
+                  "a mask 0..1 (--input_layer*), unless --benchmark_args "
+                  "sets --input_layer flags.")
+flags.DEFINE_bool("keep", False, "Leave the pushed files on the device.")
+flags.DEFINE_string("remote_dir", "/data/local/tmp", "Device directory.")
+flags.DEFINE_string("results_dir", "bench_results", "Where run JSONs go.")
+flags.DEFINE_string("name", None, "A label for the run in reports.")
+flags.DEFINE_bool("plot", True, "run: write a PNG beside the JSON.")
+# parse / report / devices
+flags.DEFINE_bool("json", False, "parse, devices: print JSON.")
+flags.DEFINE_bool("compare", False, "report: compare exactly two runs.")
+flags.DEFINE_string("output", None, "report: directory for report.md and the "
+                    "PNG plots.")
+flags.DEFINE_bool("overwrite", False, "report: replace an existing --output.")
+
+COMMANDS = ("devices", "run", "parse", "report")
+
+
+def _fail(message):
+  sys.exit(f"error: {message}")
+
+
+def _adb(serial=None):
+  from android_bench.adb import Adb
+  return Adb(FLAGS.adb, serial, FLAGS.adb_server_port)
+
+
+def _mhz(freqs):
+  """8 cores as '1786x4 2419x3 2842x1'."""
+  groups = []
+  for khz in freqs:
+    mhz = round(khz / 1000) if khz else "?"
+    if groups and groups[-1][0] == mhz:
+      groups[-1][1] += 1
+    else:
+      groups.append([mhz, 1])
+  return " ".join(f"{m}x{n}" for m, n in groups) or "-"
+
+
+def cmd_devices(args):
+  from android_bench import device_info
+  from android_bench.adb import AdbError
+  if args:
+    _fail(f"devices takes no arguments (got {' '.join(args)})")
+  adb = _adb()
+  try:
+    listed = adb.devices()
+    for entry in listed:
+      if entry["state"] == "device":
+        entry.update(device_info.adb_device_facts(_adb(entry["serial"])))
+  except AdbError as e:
+    _fail(str(e))
+  if FLAGS.json:
+    print(json.dumps(listed, indent=1))
+  elif not listed:
+    _fail("no device attached (adb devices lists none); connect a phone or "
+          "start an emulator")
+  else:
+    rows = [("serial", "state", "model", "android", "abi", "cores",
+             "max MHz per core", "big cores")]
+    for d in listed:
+      big = d.get("big_cores") or []
+      rows.append((d["serial"], d["state"], d.get("model") or "-",
+                   d.get("android_version") or "-", d.get("abi") or "-",
+                   str(d.get("cores") or "-"),
+                   _mhz(d.get("cpu_max_freq_khz") or []),
+                   f"{big[0]}-{big[-1]} (mask {d['big_core_mask']})"
+                   if big and d.get("big_core_mask") else "-"))
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+    for r in rows:
+      print("  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip())
+  if not any(d["state"] == "device" for d in listed):
+    sys.exit(1)
+
+
+def _settings():
+  from android_bench.runner import DELEGATE_FLAGS, Settings
+  try:
+    threads = tuple(int(t) for t in FLAGS.threads)
+  except ValueError:
+    _fail(f"--threads {','.join(FLAGS.threads)}: give integers")
+  if not threads or min(threads) < 1:
+    _fail("--threads: give thread counts >= 1")
+  for delegate in FLAGS.delegates:
+    if delegate not in DELEGATE_FLAGS:
+      _fail(f"--delegates {delegate}: use {', '.join(DELEGATE_FLAGS)}")
+  if FLAGS.repeats < 1 or FLAGS.num_runs < 1 or FLAGS.warmup_runs < 0:
+    _fail("--repeats and --num_runs must be >= 1, --warmup_runs >= 0")
+  if FLAGS.cpu_mask and FLAGS.cpu_mask != "big":
+    from android_bench.device_info import parse_mask
+    try:
+      parse_mask(FLAGS.cpu_mask)
+    except ValueError:
+      _fail(f"--cpu_mask {FLAGS.cpu_mask}: give a hex mask like f0, or big")
+  try:
+    extra = tuple(shlex.split(FLAGS.benchmark_args))
+  except ValueError as e:
+    _fail(f"--benchmark_args: {e}")
+  return Settings(
+      threads=threads, delegates=tuple(FLAGS.delegates),
+      repeats=FLAGS.repeats, warmup_runs=FLAGS.warmup_runs,
+      num_runs=FLAGS.num_runs, min_secs=FLAGS.min_secs,
+      max_secs=FLAGS.max_secs, cpu_mask=FLAGS.cpu_mask,
+      timeout_s=FLAGS.timeout, op_profiling=FLAGS.op_profiling,
+      peak_memory=FLAGS.peak_memory, extra_args=extra, keep=FLAGS.keep,
+      remote_dir=FLAGS.remote_dir, reconnect_wait_s=FLAGS.reconnect_wait,
+      auto_value_ranges=FLAGS.auto_value_ranges)
+
+
+def cmd_run(args):
+  from android_bench import report, results
+  from android_bench.adb import AdbError, choose_device
+  from android_bench.model_facts import ModelError, find_models
+  from android_bench.runner import AdbTarget, HostTarget, run_matrix
+  if not args:
+    _fail("run: give .tflite files or directories holding them")
+  settings = _settings()
+  try:
+    models = find_models(args)
+  except ModelError as e:
+    _fail(str(e))
+  if not models:
+    _fail(f"no .tflite files in {' '.join(args)}")
+  binary = FLAGS.benchmark_binary
+  if binary and not os.path.isfile(binary):
+    _fail(f"--benchmark_binary {binary}: no such file")
+  if FLAGS.target == "adb":
+    if not binary:
+      _fail("--target adb needs --benchmark_binary (LiteRT's benchmark_model "
+            "for the device's ABI; BUILD_NOTES.md says where to get it)")
+    try:
+      adb = _adb()
+      adb.serial = choose_device(adb, FLAGS.serial)
+      target = AdbTarget(adb, binary, settings)
+      target.facts()
+    except AdbError as e:
+      _fail(str(e))
+  else:
+    target = HostTarget(settings, binary)
+  try:
+    run, path = run_matrix(target, models, settings, FLAGS.results_dir,
+                           argv=sys.argv, name=FLAGS.name, binary=binary)
+  except AdbError as e:
+    _fail(str(e))
+  print()
+  print(report.markdown_table([run]), end="")
+  outputs = [path]
+  if FLAGS.plot and any(r.get("latency_ms") for r in report.summarize(run)):
+    plot = os.path.splitext(path)[0] + ".png"
+    report.plot_latency([run], plot)
+    outputs.append(plot)
+  print(f"\nwrote {' and '.join(outputs)}")
+  failed = [c for c in run["cells"] if c["status"] != "ok"]
+  if failed:
+    sys.exit(f"error: {len(failed)} of {len(run['cells'])} cells did not "
+             f"finish ({results.run_path(FLAGS.results_dir, run)} keeps the "
+             f"rest)")
+
+
+def _summary_lines(parsed):
+  lines = []
+  if parsed["model_path"]:
+    size = parsed["model_size_mb"]
+    lines.append(f"model {parsed['model_path']}" +
+                 (f" ({size:g} MB)" if size is not None else ""))
+  summary = parsed["summary"]
+  if summary:
+    lines.append(f"init {summary['init_us'] / 1e3:.3f} ms, first inference "
+                 f"{summary['first_inference_us'] / 1e3:.3f} ms, warm-up mean"
+                 f" {summary['warmup_avg_us'] / 1e3:.3f} ms, inference mean "
+                 f"{summary['inference_avg_us'] / 1e3:.3f} ms")
+  t = parsed["timings"]
+  if t:
+    parts = [f"{t.get('count')} runs"] + [
+        f"{k} {t[k] / 1e3:.3f}" for k in ("avg", "median", "min", "max",
+                                          "std", "p5", "p95") if k in t]
+    lines.append("inference (ms): " + ", ".join(parts))
+  memory = parsed["memory"]
+  if any(k in memory for k in ("init_mb", "overall_mb", "peak_mb")):
+    lines.append("memory (MB): " + ", ".join(
+        f"{k[:-3]} {memory[k]:g}" for k in ("init_mb", "overall_mb",
+                                             "peak_mb") if k in memory))
+  for d in parsed["delegates"]:
+    lines.append(f"delegate {d['delegate']}: {d['replaced_nodes']} of "
+                 f"{d['total_nodes']} nodes in {d['partitions']} partitions")
+  regular = parsed["op_profile"].get("regular") or {}
+  by_type = regular.get("summary_by_node_type") or []
+  if by_type:
+    top = ", ".join(f"{r.get('node_type')} {r.get('percent')}%"
+                    for r in by_type[:3])
+    lines.append(f"op profile: {regular.get('nodes_executed', '?')} nodes; "
+                 f"top node types {top}")
+  for error in parsed["errors"]:
+    lines.append(f"error line: {error}")
+  if parsed["unparsed"]:
+    lines.append(f"{len(parsed['unparsed'])} other lines kept (--json)")
+  if not parsed["complete"]:
+    lines.append("incomplete: no 'Inference timings in us' line")
+  return lines
+
+
+def cmd_parse(args):
+  from android_bench.output_parser import parse_output, split_sessions
+  if not args:
+    _fail("parse: give a saved benchmark_model output file")
+  parsed_all = []
+  for path in args:
+    try:
+      with open(path, encoding="utf-8", errors="replace") as f:
+        text = f.read()
+    except OSError as e:
+      _fail(f"{path}: {e.strerror}")
+    sessions = [parse_output(s) for s in split_sessions(text)]
+    if not any(p["timings"] or p["summary"] or p["params"] for p in sessions):
+      _fail(f"{path}: no benchmark_model output found")
+    for i, parsed in enumerate(sessions):
+      parsed_all.append(dict(parsed, file=path, session=i))
+  if FLAGS.json:
+    print(json.dumps(parsed_all[0] if len(parsed_all) == 1 else parsed_all,
+                     indent=1))
+    return
+  for parsed in parsed_all:
+    print(f"{parsed['file']}" + (f" (run {parsed['session'] + 1})"
+                                 if len(parsed_all) > len(args) else "") + ":")
+    for line in _summary_lines(parsed):
+      print("  " + line)
+
+
+def cmd_report(args):
+  from android_bench import report
+  from android_bench.results import ResultsError, find_runs, load_run
+  paths = find_runs(args)
+  if not paths:
+    _fail("report: give run JSON files or a results directory")
+  try:
+    runs = [load_run(p) for p in paths]
+  except ResultsError as e:
+    _fail(str(e))
+  if FLAGS.compare and len(runs) != 2:
+    _fail(f"--compare needs exactly two runs, got {len(runs)}")
+  if FLAGS.output and os.path.exists(FLAGS.output) and not FLAGS.overwrite:
+    _fail(f"--output {FLAGS.output} exists (pass --overwrite)")
+  text = "## Latency\n\n" + report.markdown_table(runs)
+  pairs = None
+  if FLAGS.compare:
+    table, pairs = report.compare(runs[0], runs[1])
+    text = "## Comparison (B / A, below 1 is faster)\n\n" + table + "\n" + text
+  print(text, end="")
+  if not FLAGS.output:
+    print("\n(pass --output DIR for report.md and PNG plots)")
+    return
+  from tfmodels.staging import staged_directory
+  with staged_directory(FLAGS.output) as staging:
+    with open(os.path.join(staging, "report.md"), "w") as f:
+      f.write("# android_bench report\n\n" + text)
+    written = ["report.md"]
+    if report.plot_latency(runs, os.path.join(staging, "latency.png")):
+      written.append("latency.png")
+    if pairs and report.plot_ratios(
+        pairs, os.path.join(staging, "compare.png"),
+        f"{report.run_label(runs[1])} vs {report.run_label(runs[0])}"):
+      written.append("compare.png")
+  print(f"\nwrote {', '.join(os.path.join(FLAGS.output, w) for w in written)}")
+
+
+def main(argv):
+  if len(argv) < 2 or argv[1] not in COMMANDS:
+    raise app.UsageError(f"give a command: {', '.join(COMMANDS)}")
+  {"devices": cmd_devices, "run": cmd_run, "parse": cmd_parse,
+   "report": cmd_report}[argv[1]](argv[2:])
+
+
+def run():
+  app.run(main)
+
+
+if __name__ == "__main__":
+  run()

@@ -1,0 +1,141 @@
+"""Which .tflite files a run measures, and the facts recorded about each.
+
+    paths = find_models(["models/", "extra/qa_int8.tflite"])
+    facts = model_facts(paths[0])  # name, path, bytes, sha256, md5, inputs...
+
+Why checksums: results are compared across days and devices, so every row
+must say exactly which file it measured (sha256), and the adb target skips
+pushing a file the device already holds (md5 too, since older toybox builds
+have only `md5sum`). Input and output signatures come from LiteRT's
+interpreter (no delegate is applied, so reading them costs nothing).
+"""
+
+import hashlib
+import os
+
+
+class ModelError(ValueError):
+  """A named model path that is missing or not a .tflite file."""
+
+
+def find_models(paths):
+  """Expands files and directories (recursively) into sorted .tflite paths."""
+  found = []
+  for path in paths:
+    if os.path.isdir(path):
+      for root, _, files in os.walk(path):
+        found.extend(os.path.join(root, f) for f in files
+                     if f.endswith(".tflite"))
+    elif os.path.isfile(path):
+      if not path.endswith(".tflite"):
+        raise ModelError(f"{path}: not a .tflite file")
+      found.append(path)
+    else:
+      raise ModelError(f"{path}: no such file or directory")
+  found = sorted(dict.fromkeys(os.path.abspath(p) for p in found))
+  names = [os.path.basename(p) for p in found]
+  for name in set(names):
+    if names.count(name) > 1:
+      same = [p for p in found if os.path.basename(p) == name]
+      raise ModelError(f"two models share the file name {name} ({same[0]}, "
+                       f"{same[1]}): results are keyed by name, rename one")
+  return found
+
+
+def file_digests(path):
+  """(sha256, md5) hex digests of a file, read once."""
+  sha256, md5 = hashlib.sha256(), hashlib.md5()
+  with open(path, "rb") as f:
+    for block in iter(lambda: f.read(1 << 20), b""):
+      sha256.update(block)
+      md5.update(block)
+  return sha256.hexdigest(), md5.hexdigest()
+
+
+def _tensors(details):
+  return [{"name": d["name"], "shape": [int(x) for x in d["shape"]],
+           "dtype": getattr(d["dtype"], "__name__", str(d["dtype"]))}
+          for d in details]
+
+
+# Ops that pass integer ids through unchanged in value (their data input is 0).
+_PASS_THROUGH = ("CAST", "RESHAPE", "SQUEEZE", "EXPAND_DIMS", "IDENTITY")
+
+
+def index_ranges(ops, tensors, inputs):
+  """Inclusive value ranges for the integer inputs that index a table.
+
+  benchmark_model fills integer inputs with 0..99 unless told otherwise, so
+  a BERT's `segment_ids` (2 token types) overruns its table and the run
+  fails; a gather's table gives the valid range exactly. An input that
+  feeds several tables gets the smallest; a `mask` that indexes nothing gets
+  0..1. The harness passes them to the tool with `input_flags`.
+  """
+  shapes = {t["index"]: [int(x) for x in t["shape"]] for t in tensors}
+  ranges = {}
+  for detail in inputs:
+    if getattr(detail["dtype"], "__name__", "") not in ("int32", "int64"):
+      continue
+    frontier, tables = {int(detail["index"])}, []
+    while frontier:
+      tensor = frontier.pop()
+      for op in ops:
+        op_inputs = [int(i) for i in op["inputs"]]
+        if op["op_name"] == "GATHER" and op_inputs[1:2] == [tensor]:
+          tables.append(shapes[op_inputs[0]][0])
+        elif op["op_name"] == "EMBEDDING_LOOKUP" and op_inputs[:1] == [tensor]:
+          tables.append(shapes[op_inputs[1]][0])
+        elif op["op_name"] in _PASS_THROUGH and op_inputs[:1] == [tensor]:
+          frontier.update(int(o) for o in op["outputs"])
+    if tables:
+      ranges[detail["name"]] = [0, min(tables) - 1]
+    elif "mask" in detail["name"].lower():
+      ranges[detail["name"]] = [0, 1]
+  return ranges
+
+
+def input_flags(inputs, ranges):
+  """benchmark_model flags that give `ranges` to the model's inputs.
+
+  The tool takes a value range only for a name listed in --input_layer, and
+  --input_layer must list every input, in the interpreter's order, with
+  its shape in --input_layer_shape (it aborts otherwise).
+  """
+  if not ranges or not inputs:
+    return []
+  return [
+      "--input_layer=" + ",".join(t["name"] for t in inputs),
+      "--input_layer_shape=" + ":".join(
+          ",".join(str(d) for d in t["shape"]) for t in inputs),
+      "--input_layer_value_range=" + ":".join(
+          f"{t['name']},{ranges[t['name']][0]},{ranges[t['name']][1]}"
+          for t in inputs if t["name"] in ranges)]
+
+
+def model_facts(path):
+  """The facts a results file records about one model."""
+  sha256, md5 = file_digests(path)
+  facts = {"name": os.path.basename(path), "path": os.path.abspath(path),
+           "size_bytes": os.path.getsize(path), "sha256": sha256, "md5": md5,
+           "inputs": None, "outputs": None, "nodes": None,
+           "index_ranges": {}}
+  try:
+    from ai_edge_litert import interpreter as litert
+    interpreter = litert.Interpreter(
+        model_path=path, experimental_op_resolver_type=(
+            litert.OpResolverType.BUILTIN_WITHOUT_DEFAULT_DELEGATES))
+    facts["inputs"] = _tensors(interpreter.get_input_details())
+    facts["outputs"] = _tensors(interpreter.get_output_details())
+    ops = interpreter._get_ops_details()  # pylint: disable=protected-access
+    facts["nodes"] = len(ops)
+    facts["index_ranges"] = index_ranges(
+        ops, interpreter.get_tensor_details(),
+        interpreter.get_input_details())
+    histogram = {}
+    for op in ops:
+      histogram[op["op_name"]] = histogram.get(op["op_name"], 0) + 1
+    facts["op_counts"] = dict(sorted(histogram.items()))
+  except (ValueError, RuntimeError) as e:
+    # Still measurable on a device whose runtime knows more ops (Flex).
+    facts["load_error"] = str(e).splitlines()[0] if str(e) else repr(e)
+  return facts

@@ -1,0 +1,74 @@
+"""The QA demo without a phone: answer a question about a passage file.
+
+    python -m android_bench.qa_demo --model qa.tflite \
+        --vocab data/vocab/uncased_vocab.txt --passage passage.txt \
+        --question "Which word means: a large natural stream of water?"
+
+Prints the answer on stdout (an empty line if no span qualifies) and, on
+stderr, the windows and the model time, as the app shows them.
+"""
+
+import sys
+
+from absl import app, flags
+
+from android_bench.qa_demo import DEFAULT_THREADS
+
+FLAGS = flags.FLAGS
+flags.DEFINE_string("model", None, "Converted span model (.tflite) with "
+                    "inputs ids, mask, segment_ids and outputs start_logits, "
+                    "end_logits.")
+flags.DEFINE_string("vocab", None, "BERT vocab.txt the model was trained with.")
+flags.DEFINE_bool("do_lower_case", True,
+                  "Lower-case and strip accents (uncased vocabularies).")
+flags.DEFINE_string("passage", None, "Text file (UTF-8, plain or gzip) holding "
+                    "the passage.")
+flags.DEFINE_string("question", None, "The question.")
+flags.DEFINE_integer("num_threads", DEFAULT_THREADS, "Interpreter threads.")
+for _name in ("model", "vocab", "passage", "question"):
+  flags.mark_flag_as_required(_name)
+
+
+def main(argv):
+  if len(argv) > 1:
+    raise app.UsageError(f"unexpected arguments: {' '.join(argv[1:])}")
+  # The cheap checks first: TensorFlow (the tokenizer) takes seconds to load.
+  if not FLAGS.question.strip():
+    sys.exit("error: --question is empty")
+  if FLAGS.num_threads < 1:
+    sys.exit(f"error: --num_threads must be >= 1, got {FLAGS.num_threads}")
+  from tfmodels.data.text_io import open_text
+  try:
+    with open_text(FLAGS.passage) as f:
+      passage = f.read()
+  except UnicodeDecodeError:
+    sys.exit(f"error: --passage {FLAGS.passage}: not UTF-8 text")
+  except ValueError as e:  # open_text names the file
+    sys.exit(f"error: --passage {e}")
+  except (OSError, EOFError) as e:
+    sys.exit(f"error: --passage {FLAGS.passage}: cannot read ({e})")
+  from android_bench.qa_demo import QaDemoError
+  from android_bench.qa_demo.span_model import SpanModel
+  try:
+    model = SpanModel(FLAGS.model, num_threads=FLAGS.num_threads)
+  except QaDemoError as e:
+    sys.exit(f"error: --model {e}")
+  from android_bench.qa_demo.answering import predict
+  from tfmodels.tokenization import VocabError, WordPieceTokenizer
+  try:
+    tokenizer = WordPieceTokenizer(FLAGS.vocab, FLAGS.do_lower_case)
+  except VocabError as e:
+    sys.exit(f"error: --vocab {e}")
+  prediction = predict(passage, FLAGS.question, tokenizer, model)
+  print(prediction.answer)
+  print(f"{prediction.windows} window(s) of {model.sequence_length} tokens, "
+        f"model {prediction.inference_s * 1e3:.1f} ms "
+        f"({FLAGS.num_threads} threads)", file=sys.stderr)
+
+
+def run():
+  app.run(main)
+
+
+if __name__ == "__main__":
+  run()

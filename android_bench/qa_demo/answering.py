@@ -1,0 +1,70 @@
+"""One question about one passage, answered the way the app does it.
+
+The twin of the Java `QuestionAnswerer`: the existing pipeline's
+`squad.build_features` (windows) and `squad.postprocess` (n-best decoding)
+with the demo's settings, and the model run once per window.
+
+    tokenizer = WordPieceTokenizer("data/vocab/uncased_vocab.txt")
+    prediction = predict(passage, question, tokenizer, SpanModel("qa.tflite"))
+    prediction.answer
+"""
+
+import dataclasses
+
+import numpy as np
+
+from android_bench.qa_demo import (DOC_STRIDE, MAX_ANSWER_LENGTH,
+                                   MAX_QUERY_LENGTH, N_BEST_SIZE,
+                                   SEQUENCE_LENGTH)
+from tfmodels.data import squad
+
+
+def make_example(passage, question, qas_id="question"):
+  """A SQuAD example without a gold answer."""
+  return squad.SquadExample(qas_id, question, passage, "", -1, False, ())
+
+
+def build_features(examples, tokenizer, sequence_length=SEQUENCE_LENGTH):
+  """`squad.build_features` with the demo's windows: (arrays, metas)."""
+  return squad.build_features(
+      examples, tokenizer, max_seq_length=sequence_length,
+      doc_stride=DOC_STRIDE, max_query_length=MAX_QUERY_LENGTH)
+
+
+def decode(examples, metas, start_logits, end_logits):
+  """`squad.postprocess` with the demo's n-best and answer length."""
+  return squad.postprocess(examples, metas, start_logits, end_logits,
+                           n_best_size=N_BEST_SIZE,
+                           max_answer_length=MAX_ANSWER_LENGTH)
+
+
+@dataclasses.dataclass(frozen=True, eq=False)  # holds arrays
+class Prediction:
+  """The answer and everything that led to it (the golden vectors use it)."""
+  answer: str
+  arrays: dict  # input_ids, input_mask, segment_ids [windows, L]
+  metas: list  # squad.FeatureMeta per window
+  start_logits: np.ndarray  # [windows, L] float32
+  end_logits: np.ndarray
+  inference_s: float  # model time summed over the windows
+
+  @property
+  def windows(self):
+    return len(self.metas)
+
+
+def predict(passage, question, tokenizer, model):
+  """Answers `question` from `passage` with `model` (a `SpanModel`)."""
+  example = make_example(passage, question)
+  arrays, metas = build_features([example], tokenizer, model.sequence_length)
+  starts, ends, seconds = [], [], 0.0
+  for ids, mask, segments in zip(arrays["input_ids"], arrays["input_mask"],
+                                 arrays["segment_ids"]):
+    start, end = model(ids, mask, segments)
+    starts.append(start)
+    ends.append(end)
+    seconds += model.last_latency_s or 0.0
+  start_logits = np.stack(starts).astype(np.float32)
+  end_logits = np.stack(ends).astype(np.float32)
+  answer = decode([example], metas, start_logits, end_logits)[example.qas_id]
+  return Prediction(answer, arrays, metas, start_logits, end_logits, seconds)

@@ -1,0 +1,91 @@
+package org.compactbert.qa;
+
+import java.util.List;
+
+/**
+ * The whole path from text to answer: tokenize, build windows, run the model on each, decode.
+ *
+ * <pre>{@code
+ * QuestionAnswerer qa = new QuestionAnswerer(tokenizer, runner);
+ * QuestionAnswerer.Result r = qa.answer(passage, "Who wrote it?");
+ * r.answer().text();  r.inferenceNanos();
+ * }</pre>
+ */
+public final class QuestionAnswerer {
+  private final WordPieceTokenizer tokenizer;
+  private final ModelRunner runner;
+  private final FeatureBuilder features;
+  private final AnswerDecoder decoder;
+
+  /** Default windows (stride 128, question <= 64 pieces) and decoding (n-best 20, <= 32 pieces). */
+  public QuestionAnswerer(WordPieceTokenizer tokenizer, ModelRunner runner) {
+    this(tokenizer, runner,
+        new FeatureBuilder(tokenizer.vocabulary(), runner.sequenceLength(),
+            FeatureBuilder.DEFAULT_DOC_STRIDE, FeatureBuilder.DEFAULT_MAX_QUERY_LENGTH),
+        new AnswerDecoder());
+  }
+
+  public QuestionAnswerer(WordPieceTokenizer tokenizer, ModelRunner runner,
+      FeatureBuilder features, AnswerDecoder decoder) {
+    if (features.maxSeqLength() != runner.sequenceLength()) {
+      throw new IllegalArgumentException("features of length " + features.maxSeqLength()
+          + " for a model of length " + runner.sequenceLength());
+    }
+    this.tokenizer = tokenizer;
+    this.runner = runner;
+    this.features = features;
+    this.decoder = decoder;
+  }
+
+  /** What {@link #answer} found, and how long the model took. */
+  public static final class Result {
+    private final Answer answer;
+    private final int windows;
+    private final long inferenceNanos;
+    private final long totalNanos;
+
+    Result(Answer answer, int windows, long inferenceNanos, long totalNanos) {
+      this.answer = answer;
+      this.windows = windows;
+      this.inferenceNanos = inferenceNanos;
+      this.totalNanos = totalNanos;
+    }
+
+    public Answer answer() {
+      return answer;
+    }
+
+    /** How many windows (model runs) the passage needed. */
+    public int windows() {
+      return windows;
+    }
+
+    /** Time inside the model runner, summed over the windows. */
+    public long inferenceNanos() {
+      return inferenceNanos;
+    }
+
+    /** Time of the whole call, tokenization and decoding included. */
+    public long totalNanos() {
+      return totalNanos;
+    }
+  }
+
+  public Result answer(String passage, String question) {
+    long begin = System.nanoTime();
+    List<QaFeature> windows =
+        features.build(tokenizer.encode(question), tokenizer.encode(passage));
+    int length = runner.sequenceLength();
+    float[][] start = new float[windows.size()][length];
+    float[][] end = new float[windows.size()][length];
+    long inference = 0;
+    for (int w = 0; w < windows.size(); w++) {
+      QaFeature f = windows.get(w);
+      long t = System.nanoTime();
+      runner.run(f.inputIds(), f.inputMask(), f.segmentIds(), start[w], end[w]);
+      inference += System.nanoTime() - t;
+    }
+    Answer answer = decoder.decode(passage, windows, start, end);
+    return new Result(answer, windows.size(), inference, System.nanoTime() - begin);
+  }
+}

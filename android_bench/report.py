@@ -1,0 +1,229 @@
+"""Reporters: Markdown tables and PNG plots, all read from results objects.
+
+    rows = summarize(run)                  # one row per model/runner/delegate/threads
+    print(markdown_table([run]))
+    plot_latency([run], "latency.png")
+    table, pairs = compare(run_a, run_b)   # ratio b / a per row
+    plot_ratios(pairs, "compare.png", ...)
+
+A row pools its repeats: the latency shown is the median of the cells'
+medians (the mean where an old benchmark_model printed no percentiles, marked
+with `*`), the spread is p5..p95 of the runs (mean +- std without
+percentiles), min and max are over all runs. Comparisons match rows by model
+file name, runner, delegate and thread count; the ratio is new / old, so
+below 1 is faster.
+"""
+
+import os
+import statistics
+import tempfile
+
+_KEY = ("model", "runner", "delegate", "threads")
+
+
+def _ms(value):
+  return None if value is None else value / 1e3
+
+
+def summarize(run):
+  """Rows (dicts) of one run, in the order the cells were planned."""
+  groups = {}
+  for cell in run["cells"]:
+    groups.setdefault(tuple(cell.get(k) for k in _KEY), []).append(cell)
+  rows = []
+  for key, cells in groups.items():
+    ok = [c for c in cells if c["status"] == "ok" and c.get("timings_us")]
+    row = dict(zip(_KEY, key), cells=len(cells), ok=len(ok),
+               statuses=sorted({c["status"] for c in cells}),
+               errors=[c["error"] for c in cells if c.get("error")])
+    if ok:
+      timings = [c["timings_us"] for c in ok]
+      has_median = all(t.get("median") is not None for t in timings)
+      centrals = [t["median"] if has_median else t["mean"] for t in timings]
+      row["estimate"] = "median" if has_median else "mean"
+      row["latency_ms"] = _ms(statistics.median(centrals))
+      row["mean_ms"] = _ms(statistics.fmean(t["mean"] for t in timings))
+      row["std_ms"] = _ms(statistics.fmean(t["std"] or 0 for t in timings))
+      row["min_ms"] = _ms(min(t["min"] for t in timings))
+      row["max_ms"] = _ms(max(t["max"] for t in timings))
+      if all(t.get("p5") is not None for t in timings):
+        row["low_ms"] = _ms(statistics.median(t["p5"] for t in timings))
+        row["high_ms"] = _ms(statistics.median(t["p95"] for t in timings))
+      else:
+        row["low_ms"] = row["mean_ms"] - row["std_ms"]
+        row["high_ms"] = row["mean_ms"] + row["std_ms"]
+      row["runs"] = sum(t["count"] for t in timings)
+      inits = [c["init_us"] for c in ok if c.get("init_us") is not None]
+      row["init_ms"] = _ms(statistics.median(inits)) if inits else None
+      peaks = [(c.get("memory_mb") or {}).get("peak") for c in ok]
+      peaks = [p for p in peaks if p is not None]
+      row["peak_mb"] = max(peaks) if peaks else None
+      coverage = ok[-1].get("delegate_coverage") or []
+      row["coverage"] = ", ".join(
+          f"{d['replaced_nodes']}/{d['total_nodes']}" for d in coverage) \
+          or None
+    rows.append(row)
+  return rows
+
+
+def _fmt(value, digits=4):
+  """Milliseconds and megabytes to `digits` significant figures."""
+  if value is None:
+    return "-"
+  if isinstance(value, float):
+    return f"{value:.{digits}g}"
+  return str(value)
+
+
+def _status(row):
+  if row["ok"] == row["cells"]:
+    return "ok"
+  bad = [s for s in row["statuses"] if s != "ok"]
+  return f"{row['ok']}/{row['cells']} ok ({', '.join(bad)})"
+
+
+def run_label(run):
+  device = run.get("device") or {}
+  return (run.get("name") or
+          f"{run['run_id']} ({device.get('model') or run['target']})")
+
+
+def markdown_table(runs):
+  """One Markdown table over the rows of one or more runs."""
+  several = len(runs) > 1
+  header = (["run"] if several else []) + [
+      "model", "runner", "delegate", "threads", "latency ms",
+      "p5..p95 ms", "mean ms", "std ms", "min ms", "max ms", "runs",
+      "init ms", "peak MB", "delegated nodes", "status"]
+  lines = ["| " + " | ".join(header) + " |",
+           "| " + " | ".join("---" for _ in header) + " |"]
+  notes = []
+  for run in runs:
+    for row in summarize(run):
+      latency = _fmt(row.get("latency_ms"))
+      if row.get("estimate") == "mean":
+        latency += "*"
+        notes = ["\\* mean: this benchmark_model build prints no median."]
+      spread = ("-" if row.get("low_ms") is None else
+                f"{_fmt(row['low_ms'])}..{_fmt(row['high_ms'])}")
+      cells = ([run_label(run)] if several else []) + [
+          row["model"], row["runner"], row["delegate"], str(row["threads"]),
+          latency, spread, _fmt(row.get("mean_ms")), _fmt(row.get("std_ms")),
+          _fmt(row.get("min_ms")), _fmt(row.get("max_ms")),
+          _fmt(row.get("runs")), _fmt(row.get("init_ms")),
+          _fmt(row.get("peak_mb")), row.get("coverage") or "-",
+          _status(row)]
+      lines.append("| " + " | ".join(cells) + " |")
+  return "\n".join(lines + notes) + "\n"
+
+
+def compare(old, new):
+  """Markdown table of two runs side by side, and the matched row pairs."""
+  old_rows = {tuple(r[k] for k in _KEY): r for r in summarize(old)}
+  new_rows = {tuple(r[k] for k in _KEY): r for r in summarize(new)}
+  keys = list(old_rows) + [k for k in new_rows if k not in old_rows]
+  header = ["model", "runner", "delegate", "threads", "A latency ms",
+            "B latency ms", "B / A"]
+  lines = [f"A = {run_label(old)}", f"B = {run_label(new)}", "",
+           "| " + " | ".join(header) + " |",
+           "| " + " | ".join("---" for _ in header) + " |"]
+  pairs = []
+  for key in keys:
+    a = (old_rows.get(key) or {}).get("latency_ms")
+    b = (new_rows.get(key) or {}).get("latency_ms")
+    ratio = b / a if a and b is not None else None
+    pairs.append({**dict(zip(_KEY, key)), "a_ms": a, "b_ms": b,
+                  "ratio": ratio})
+    lines.append("| " + " | ".join(
+        [key[0], key[1], key[2], str(key[3]), _fmt(a), _fmt(b),
+         "-" if ratio is None else f"{ratio:.3f}"]) + " |")
+  return "\n".join(lines) + "\n", pairs
+
+
+def _pyplot():
+  import logging
+  import matplotlib
+  matplotlib.use("Agg")
+  logging.getLogger("matplotlib").setLevel(logging.WARNING)  # font cache
+  import matplotlib.pyplot as plt
+  return plt
+
+
+def _save(fig, path):
+  """Writes a figure atomically (temp file, then rename)."""
+  directory = os.path.dirname(os.path.abspath(path))
+  os.makedirs(directory, exist_ok=True)
+  fd, temp = tempfile.mkstemp(prefix=".plot-", suffix=".png", dir=directory)
+  os.close(fd)
+  try:
+    fig.savefig(temp, dpi=110, bbox_inches="tight")
+    os.replace(temp, path)
+  finally:
+    if os.path.exists(temp):
+      os.unlink(temp)
+
+
+def plot_latency(runs, path):
+  """Grouped bars: latency per model, one bar per thread count (and
+  delegate / runner / run), whiskers from p5 to p95. Returns the number of
+  bars drawn; with none, writes nothing."""
+  plt = _pyplot()
+  series, models = {}, []
+  for run in runs:
+    for row in summarize(run):
+      if row.get("latency_ms") is None:
+        continue
+      if row["model"] not in models:
+        models.append(row["model"])
+      label = f"{row['threads']} thr, {row['delegate']}"
+      if row["runner"] != "benchmark_model":
+        label += f", {row['runner']}"
+      if len(runs) > 1:
+        label = f"{run_label(run)}: {label}"
+      series.setdefault(label, {})[row["model"]] = row
+  if not series:
+    return 0
+  fig, ax = plt.subplots(figsize=(max(6, 1.6 * len(models) * max(
+      1, len(series)) ** 0.5), 4.5))
+  width = 0.8 / max(1, len(series))
+  for i, (label, rows) in enumerate(series.items()):
+    xs = [m + (i - (len(series) - 1) / 2) * width
+          for m, name in enumerate(models) if name in rows]
+    values = [rows[n]["latency_ms"] for n in models if n in rows]
+    low = [rows[n]["latency_ms"] - rows[n]["low_ms"] for n in models
+           if n in rows]
+    high = [rows[n]["high_ms"] - rows[n]["latency_ms"] for n in models
+            if n in rows]
+    ax.bar(xs, values, width, label=label,
+           yerr=[[max(0, v) for v in low], [max(0, v) for v in high]],
+           capsize=3)
+  ax.set_xticks(range(len(models)))
+  ax.set_xticklabels(models, rotation=20, ha="right")
+  ax.set_ylabel("latency (ms), whiskers p5..p95")
+  ax.set_title("benchmark_model latency per model and thread count")
+  ax.legend(fontsize="small")
+  _save(fig, path)
+  plt.close(fig)
+  return sum(len(rows) for rows in series.values())
+
+
+def plot_ratios(pairs, path, title):
+  """Horizontal bars of B / A per matched row, with the 1.0 line (nothing
+  is written when no row matched)."""
+  plt = _pyplot()
+  pairs = [p for p in pairs if p["ratio"] is not None]
+  if not pairs:
+    return 0
+  fig, ax = plt.subplots(figsize=(7, 1 + 0.4 * max(1, len(pairs))))
+  labels = [f"{p['model']} {p['delegate']} {p['threads']} thr" for p in pairs]
+  ax.barh(range(len(pairs)), [p["ratio"] for p in pairs],
+          color=["tab:green" if p["ratio"] < 1 else "tab:red" for p in pairs])
+  ax.axvline(1.0, color="black", linewidth=1)
+  ax.set_yticks(range(len(pairs)))
+  ax.set_yticklabels(labels)
+  ax.invert_yaxis()
+  ax.set_xlabel("latency ratio B / A (below 1: B is faster)")
+  ax.set_title(title)
+  _save(fig, path)
+  plt.close(fig)
+  return len(pairs)
