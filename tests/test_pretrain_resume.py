@@ -39,13 +39,13 @@ def _env():
           "CUDA_VISIBLE_DEVICES": ""}
 
 
-def _command(shards, model_dir):
+def _command(shards, model_dir, policy="none", steps=STEPS):
   data, config = shards
   return [sys.executable, "-m", "tfmodels.training.pretrain", "--config",
           str(config), "--train_data", str(data), "--model_dir",
-          str(model_dir), "--train_steps", str(STEPS), "--batch_size", "4",
+          str(model_dir), "--train_steps", str(steps), "--batch_size", "4",
           "--checkpoint_every", str(EVERY), "--keep_checkpoints", "100",
-          "--learning_rate", "3e-3"]
+          "--learning_rate", "3e-3", "--mixed_precision", policy]
 
 
 def _state(prefix):
@@ -56,11 +56,19 @@ def _state(prefix):
           and name != "_CHECKPOINTABLE_OBJECT_GRAPH"}
 
 
-def test_killed_run_resumes_with_identical_state(shards, tmp_path):
+# Mixed precision: layers in 16 bits, variables in float32, float16 with
+# dynamic loss scaling (whose state must survive the kill too). Fewer steps:
+# 16-bit arithmetic is emulated, slowly, on CPUs.
+@pytest.mark.parametrize("policy,steps", [("none", STEPS),
+                                          ("mixed_float16", 50),
+                                          ("mixed_bfloat16", 50)])
+def test_killed_run_resumes_with_identical_state(shards, tmp_path, policy,
+                                                 steps):
   whole, killed = tmp_path / "whole", tmp_path / "killed"
-  subprocess.run(_command(shards, whole), check=True, capture_output=True,
+  command = lambda model_dir: _command(shards, model_dir, policy, steps)
+  subprocess.run(command(whole), check=True, capture_output=True,
                  env=_env())
-  process = subprocess.Popen(_command(shards, killed),
+  process = subprocess.Popen(command(killed),
                              stdout=subprocess.DEVNULL,
                              stderr=subprocess.DEVNULL, env=_env())
   deadline = time.time() + 120
@@ -71,23 +79,28 @@ def test_killed_run_resumes_with_identical_state(shards, tmp_path):
   process.wait()
   latest = tf.train.latest_checkpoint(str(killed))
   resumed_at = int(latest.rsplit("-", 1)[1])
-  assert 2 * EVERY <= resumed_at < STEPS, "the kill came too late to test"
+  assert 2 * EVERY <= resumed_at < steps, "the kill came too late to test"
   # The state on disk at the kill equals the uninterrupted run's at that
   # step: weights, optimizer moments and step counter.
   at_kill, reference = _state(latest), _state(whole / f"ckpt-{resumed_at}")
   assert at_kill.keys() == reference.keys()
   assert any(k.startswith("optimizer/") for k in at_kill)
+  assert any("loss_scale" in k for k in at_kill) == (
+      policy == "mixed_float16")
+  assert all(v.dtype == np.float32 for k, v in at_kill.items()
+             if k.startswith("model/"))
   for name in reference:
     np.testing.assert_array_equal(at_kill[name], reference[name], err_msg=name)
-  result = subprocess.run(_command(shards, killed), capture_output=True,
+  result = subprocess.run(command(killed), capture_output=True,
                           text=True, env=_env())
   assert result.returncode == 0, result.stderr[-800:]
   assert f"at step {resumed_at}" in result.stdout
-  final, expected = _state(killed / f"ckpt-{STEPS}"), _state(
-      whole / f"ckpt-{STEPS}")
+  final, expected = _state(killed / f"ckpt-{steps}"), _state(
+      whole / f"ckpt-{steps}")
   for name in expected:
     np.testing.assert_allclose(final[name], expected[name], rtol=1e-5,
                                atol=1e-6, err_msg=name)
   losses = [json.loads(l)["loss"] for l in
             (whole / "history.jsonl").read_text().splitlines()]
   assert np.mean(losses[-10:]) < np.mean(losses[:10])  # it does learn
+

@@ -123,4 +123,16 @@ def build_encoder(config: ModelConfig, seq_length=None, name=None):
       "attention_scores": attention_scores,
       "ffn_outputs": ffn_outputs,
   }
-  return keras.Model(inputs, outputs, name=name or c.name)
+  return float32_model(inputs, outputs, name or c.name)
+
+
+def float32_model(inputs, outputs, name):
+  """keras.Model whose floating outputs are float32 under any policy.
+
+  With a mixed precision policy the layers compute in float16 / bfloat16;
+  losses and metrics still see float32 (the casts are no-ops in float32).
+  """
+  outputs = tf.nest.map_structure(
+      lambda t: tf.cast(t, tf.float32) if t.dtype.is_floating else t,
+      outputs)
+  return keras.Model(inputs, outputs, name=name)

@@ -80,12 +80,15 @@ class MaskedLMHead(keras.layers.Layer):
     if positions is not None:
       h = tf.gather(h, positions, batch_dims=1)
     h = self.norm(self.activation(self.dense(h)))
-    table = self.embeddings.output_embedding_table()
+    # The tied table belongs to the embedding layer: under a mixed
+    # precision policy it is not auto-cast here.
+    table = tf.cast(self.embeddings.output_embedding_table(), h.dtype)
     if self.extra_output_weights is not None:
       table = tf.concat([table, self.extra_output_weights], axis=1)
     out = {"logits": tf.matmul(h, table, transpose_b=True) + self.output_bias}
     if self.config.mixed_vocab_size:
-      student = self.embeddings.student_output_embedding_table()
+      student = tf.cast(self.embeddings.student_output_embedding_table(),
+                        h.dtype)
       out["student_logits"] = (tf.matmul(h, student, transpose_b=True)
                                + self.student_output_bias)
     return out

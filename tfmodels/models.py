@@ -14,7 +14,7 @@ import tensorflow as tf
 import tf_keras as keras
 
 from tfmodels.configs import ModelConfig
-from tfmodels.encoders import build_encoder
+from tfmodels.encoders import build_encoder, float32_model as _model
 from tfmodels.heads import (ClassificationHead, JointIntentSlotHead,
                             MaskedLMHead, SpanHead, TokenTaggingHead)
 
@@ -49,7 +49,7 @@ def build_pretrainer(config: ModelConfig, encoder=None, seq_length=None,
   outputs = dict(enc, mlm_logits=mlm["logits"], sentence_logits=sentence)
   if "student_logits" in mlm:
     outputs["mlm_student_logits"] = mlm["student_logits"]
-  return keras.Model(inputs, outputs, name=f"{config.name}_pretrainer")
+  return _model(inputs, outputs, f"{config.name}_pretrainer")
 
 
 def build_classifier(config: ModelConfig, num_classes: int, encoder=None,
@@ -59,15 +59,14 @@ def build_classifier(config: ModelConfig, num_classes: int, encoder=None,
   logits = ClassificationHead(num_classes, config.hidden_dropout_prob,
                               config.initializer_range, name="classifier")(
                                   enc["pooled_output"])
-  return keras.Model(inputs, dict(enc, logits=logits),
-                     name=f"{config.name}_classifier")
+  return _model(inputs, dict(enc, logits=logits), f"{config.name}_classifier")
 
 
 def build_span_model(config: ModelConfig, encoder=None, seq_length=None):
   """SQuAD v1.1 / v2.0: `start_logits`, `end_logits` [B, T]."""
   encoder, inputs, enc = _encoder_and_inputs(config, encoder, seq_length)
   spans = SpanHead(config.initializer_range, name="span")(enc["sequence_output"])
-  return keras.Model(inputs, dict(enc, **spans), name=f"{config.name}_squad")
+  return _model(inputs, dict(enc, **spans), f"{config.name}_squad")
 
 
 def build_tagger(config: ModelConfig, num_tags: int, encoder=None,
@@ -77,8 +76,7 @@ def build_tagger(config: ModelConfig, num_tags: int, encoder=None,
   logits = TokenTaggingHead(num_tags, config.hidden_dropout_prob,
                             config.initializer_range, name="tagger")(
                                 enc["sequence_output"])
-  return keras.Model(inputs, dict(enc, logits=logits),
-                     name=f"{config.name}_tagger")
+  return _model(inputs, dict(enc, logits=logits), f"{config.name}_tagger")
 
 
 def build_intent_slot_model(config: ModelConfig, num_intents: int,
@@ -88,4 +86,4 @@ def build_intent_slot_model(config: ModelConfig, num_intents: int,
   out = JointIntentSlotHead(num_intents, num_slots, config.hidden_dropout_prob,
                             config.initializer_range, name="intent_slot")(
                                 enc["pooled_output"], enc["sequence_output"])
-  return keras.Model(inputs, dict(enc, **out), name=f"{config.name}_intent_slot")
+  return _model(inputs, dict(enc, **out), f"{config.name}_intent_slot")

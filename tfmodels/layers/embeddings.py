@@ -146,8 +146,10 @@ class Embeddings(keras.layers.Layer):
 
   def student_output_embedding_table(self):
     """[student vocab, E] projected student table (mixed-vocab teacher)."""
-    return tf.matmul(self.student_embeddings.embeddings,
-                     self.student_projection.kernel)
+    table = self.student_embeddings.embeddings
+    # Under mixed precision the kernel may read as float16, the table not.
+    return tf.matmul(table, tf.cast(self.student_projection.kernel,
+                                    table.dtype))
 
   def get_config(self):
     config = super().get_config()

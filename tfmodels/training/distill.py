@@ -25,7 +25,9 @@ import sys
 
 from absl import app, flags, logging
 
-from tfmodels.training.run_flags import define_run_flags, optimizer_from_flags
+from tfmodels.training.run_flags import (define_run_flags,
+                                         optimizer_from_flags,
+                                         precision_from_flags)
 
 FLAGS = flags.FLAGS
 flags.DEFINE_string("teacher_dir", None, "Teacher run / model directory.")
@@ -64,6 +66,7 @@ def main(argv):
 
   # Multi-worker collectives must be set up before any TF op runs.
   strategy = get_strategy(FLAGS.distribution_strategy)
+  precision_from_flags()
   keras.utils.set_random_seed(FLAGS.seed)
   if (FLAGS.teacher is None) == (FLAGS.teacher_dir is None):
     sys.exit("error: give exactly one of --teacher_dir and --teacher")
@@ -119,7 +122,8 @@ def main(argv):
   for stage in stages:
     if stage.end_step <= trainer.start_step:
       continue
-    optimizer.learning_rate_multipliers = list(stage.lr_multipliers)
+    inner = getattr(optimizer, "inner_optimizer", optimizer)  # loss scaling
+    inner.learning_rate_multipliers = list(stage.lr_multipliers)
     loss_fn = (kronecker.pretraining_loss(student, teacher)
                if FLAGS.strategy == "kronecker" else
                progressive.stage_loss(student, teacher, stage, FLAGS.alpha))

@@ -17,7 +17,9 @@ import sys
 
 from absl import app, flags, logging
 
-from tfmodels.training.run_flags import define_run_flags, optimizer_from_flags
+from tfmodels.training.run_flags import (define_run_flags,
+                                         optimizer_from_flags,
+                                         precision_from_flags)
 
 FLAGS = flags.FLAGS
 flags.DEFINE_string("task", None, "Task name (see the module docstring).")
@@ -41,6 +43,7 @@ def main(argv):
   logging.set_verbosity(logging.WARNING)
   from tfmodels.training.loop import Trainer, get_strategy
   strategy = get_strategy(FLAGS.distribution_strategy)
+  precision_from_flags()
   import tensorflow as tf
   import tf_keras as keras
   from tfmodels.checkpoints.model_dir import (build_model, encoder_of,

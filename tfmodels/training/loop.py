@@ -1,6 +1,6 @@
 """A resumable custom training loop on tf.distribute.
 
-Checkpoints hold the model and the optimizer (its step counter included).
+Checkpoints hold the model, the optimizer and the loop's global step.
 Input pipelines are deterministic, so a resumed run rebuilds its dataset and
 skips the batches already consumed (`Trainer.start_step` of them): a run
 killed at any point resumes from its last checkpoint exactly where it was,
@@ -13,6 +13,7 @@ import shutil
 import sys
 
 import tensorflow as tf
+import tf_keras as keras
 from tqdm import tqdm
 
 STRATEGIES = ("one_device", "mirrored", "multi_worker_mirrored")
@@ -47,7 +48,7 @@ class Trainer:
   Args:
     strategy: tf.distribute strategy the model and optimizer were built in.
     model: keras.Model that is trained and checkpointed.
-    optimizer: keras optimizer (its `iterations` is the global step).
+    optimizer: keras optimizer (a LossScaleOptimizer is applied as such).
     model_dir: checkpoints go here, summaries under model_dir/summaries.
     max_to_keep: newest checkpoints kept.
   """
@@ -56,7 +57,15 @@ class Trainer:
     self.strategy, self.model, self.optimizer = strategy, model, optimizer
     self.model_dir = model_dir
     self.chief = is_chief(strategy)
-    self.checkpoint = tf.train.Checkpoint(model=model, optimizer=optimizer)
+    self.loss_scaled = isinstance(
+        optimizer, keras.mixed_precision.LossScaleOptimizer)
+    # The loop's own step count: under float16 loss scaling the optimizer
+    # skips steps with inf / nan gradients, so its `iterations` can lag.
+    with strategy.scope():
+      self.global_step = tf.Variable(0, dtype=tf.int64, trainable=False,
+                                     name="global_step")
+    self.checkpoint = tf.train.Checkpoint(model=model, optimizer=optimizer,
+                                          global_step=self.global_step)
     latest = tf.train.latest_checkpoint(model_dir)
     # Every worker must take part in saving; only the chief's copy is kept.
     save_dir = model_dir if self.chief else os.path.join(
@@ -64,19 +73,29 @@ class Trainer:
     self.manager = tf.train.CheckpointManager(self.checkpoint, save_dir,
                                               max_to_keep=max_to_keep)
     if latest:
+      # Create the slots first so the restore fills them at once, rather
+      # than relying on deferred restores through a LossScaleOptimizer.
+      with strategy.scope():
+        optimizer.build(model.trainable_variables)
       self.checkpoint.restore(latest)
+      if int(self.global_step.numpy()) == 0:  # written before global_step
+        self.global_step.assign(self.optimizer.iterations)
       print(f"resumed from {latest} at step {self.start_step}", flush=True)
 
   @property
   def start_step(self):
-    return int(self.optimizer.iterations.numpy())
+    return int(self.global_step.numpy())
 
   def _step(self, batch, loss_fn, variables):
     def replica_step(batch):
       with tf.GradientTape() as tape:
         loss, metrics = loss_fn(batch)
         scaled = loss / self.strategy.num_replicas_in_sync
+        if self.loss_scaled:
+          scaled = self.optimizer.get_scaled_loss(scaled)
       grads = tape.gradient(scaled, variables)
+      if self.loss_scaled:  # float16: steps with inf / nan grads are skipped
+        grads = self.optimizer.get_unscaled_gradients(grads)
       self.optimizer.apply_gradients(zip(grads, variables))
       return dict(metrics, loss=loss)
     per_replica = self.strategy.run(replica_step, args=(batch,))
@@ -113,6 +132,7 @@ class Trainer:
           tf.summary.scalar("learning_rate", float(tf.convert_to_tensor(
               self.optimizer.learning_rate)), step=step)
         if step % checkpoint_every == 0 or step == total_steps:
+          self.global_step.assign(step)
           self.manager.save(checkpoint_number=step)
     if not self.chief:  # its copies only existed to take part in saving
       shutil.rmtree(self.manager.directory, ignore_errors=True)

@@ -17,7 +17,9 @@ import sys
 
 from absl import app, flags, logging
 
-from tfmodels.training.run_flags import define_run_flags, optimizer_from_flags
+from tfmodels.training.run_flags import (define_run_flags,
+                                         optimizer_from_flags,
+                                         precision_from_flags)
 
 FLAGS = flags.FLAGS
 flags.DEFINE_string("config", None, "Model config: a shipped name or a JSON.")
@@ -84,6 +86,7 @@ def main(argv):
     sys.exit("error: --batch_size and --train_steps must be >= 1")
   # Multi-worker collectives must be set up before any TF op runs.
   strategy = get_strategy(FLAGS.distribution_strategy)
+  precision_from_flags()
   keras.utils.set_random_seed(FLAGS.seed)
   objective = meta["options"]["sentence_objective"]
   with strategy.scope():

@@ -26,11 +26,35 @@ def define_run_flags(train_steps, learning_rate, optimizer="lamb"):
   flags.DEFINE_enum("distribution_strategy", "one_device", list(STRATEGIES),
                     "tf.distribute strategy.")
   flags.DEFINE_integer("seed", 0, "Seed for initialisation and shuffling.")
+  flags.DEFINE_enum("mixed_precision", "none", list(PRECISIONS),
+                    "Keras precision policy: layers compute in float16 "
+                    "(with dynamic loss scaling) or bfloat16, variables and "
+                    "losses stay float32.")
+
+
+PRECISIONS = ("none", "mixed_float16", "mixed_bfloat16")
+
+
+def precision_from_flags():
+  """Sets the global Keras policy; call it before building any model."""
+  import tf_keras as keras
+  policy = flags.FLAGS.mixed_precision
+  keras.mixed_precision.set_global_policy(
+      "float32" if policy == "none" else policy)
 
 
 def optimizer_from_flags():
-  """create_optimizer with the shared flags' values."""
+  """create_optimizer with the shared flags' values.
+
+  Under mixed_float16 it is wrapped in Keras' dynamic loss scaling, which
+  `Trainer` applies; anything set on the optimizer later (learning-rate
+  multipliers) goes to `inner_optimizer`.
+  """
+  import tf_keras as keras
   from tfmodels.training.optimization import create_optimizer
   f = flags.FLAGS
-  return create_optimizer(f.optimizer, f.learning_rate, f.train_steps,
-                          f.warmup_steps, f.weight_decay, f.clip_norm)
+  optimizer = create_optimizer(f.optimizer, f.learning_rate, f.train_steps,
+                               f.warmup_steps, f.weight_decay, f.clip_norm)
+  if f.mixed_precision == "mixed_float16":
+    optimizer = keras.mixed_precision.LossScaleOptimizer(optimizer)
+  return optimizer
