@@ -1,0 +1,349 @@
+"""Convert a trained model to .tflite files an app can ship, and prove them.
+
+    python -m converters.convert_tflite --model_dir runs/squad \
+        --data_dir data/wordnet_qa --output_dir models/qa \
+        --modes float32,dynamic,int8 --max_metric_drop 1.0
+
+--model_dir is one of our model directories (`save_model_dir` output, or a
+pretrain / distill / finetune run: a finetune run's task.json supplies the
+task, sequence length and vocabulary); --saved_model a SavedModel whose
+serving signature takes input_ids / input_mask / segment_ids (or ids / mask /
+segment_ids). The model is exported at a fixed [1, L] shape, converted once
+per --modes entry (float32, float16, dynamic, int8, int16x8; `all`), and
+each file is checked against the app contract (inputs ids / mask /
+segment_ids; outputs start_logits / end_logits, probability, logits or
+sequence_output), run through LiteRT on the host next to the Keras model,
+and scored on --data_dir's --eval_split. It writes, in --output_dir:
+
+    NAME_MODE.tflite             with Task Library metadata (vocab, names)
+    NAME_MODE.model_card.json    what it is, where from, how accurate
+    NAME_report.json / .md       ops, float ops, size, XNNPACK coverage,
+                                 |TFLite - Keras|, metrics and verdict
+
+A run that breaks --max_metric_drop or --max_float_diff exits non-zero and
+leaves only the report; bad input exits with a one-line error and writes
+nothing.
+"""
+
+import dataclasses
+import json
+import os
+import sys
+import tempfile
+
+from absl import app, flags, logging
+
+FLAGS = flags.FLAGS
+flags.DEFINE_string("model_dir", None, "Our model directory or training run.")
+flags.DEFINE_string("saved_model", None, "A SavedModel (instead of "
+                    "--model_dir).")
+flags.DEFINE_string("output_dir", None, "Where the .tflite files, model "
+                    "cards and report go.")
+flags.DEFINE_string("name", None, "File name stem (default: the source "
+                    "directory's name).")
+flags.DEFINE_list("modes", ["float32"], "Quantization modes: float32, "
+                  "float16, dynamic, int8, int16x8, or all.")
+flags.DEFINE_integer("max_seq_length", None, "L of the [1, L] inputs "
+                     "(default: task.json's, else 384 for QA, 128 otherwise).")
+flags.DEFINE_string("vocab_file", None, "WordPiece vocab.txt (default: "
+                    "task.json's, else data/vocab/uncased_vocab.txt).")
+flags.DEFINE_string("task", None, "Task for the metric (default: "
+                    "task.json's): a GLUE name, spam, squad or tagging.")
+flags.DEFINE_string("data_dir", None, "The task's files; without it no "
+                    "metric is measured.")
+flags.DEFINE_string("eval_split", "dev", "Split the metric is measured on.")
+flags.DEFINE_string("representative_data", None, "Calibration text for int8 "
+                    "/ int16x8: SQuAD JSON, the task's .tsv or text lines "
+                    "(default: the task's train split).")
+flags.DEFINE_integer("num_calibration_samples", 100, "Calibration examples.")
+flags.DEFINE_bool("strict_int8", False, "Fail when an op cannot be "
+                  "quantized, instead of leaving it float.")
+flags.DEFINE_bool("allow_select_tf_ops", False, "Accept TensorFlow (Flex) "
+                  "ops that are not TFLite builtins.")
+flags.DEFINE_float("max_metric_drop", None, "Fail when a mode's metric is "
+                   "more than this many points below Keras'.")
+flags.DEFINE_float("max_float_diff", 1e-3, "Fail when float32's max "
+                   "|TFLite - Keras| output difference exceeds this.")
+flags.DEFINE_integer("num_compare", 32, "Real examples on which outputs are "
+                     "compared with Keras.")
+flags.DEFINE_bool("metadata", True, "Embed Task Library metadata (vocab, "
+                  "tokenizer, tensor names).")
+flags.DEFINE_integer("num_threads", 2, "LiteRT threads for validation.")
+flags.DEFINE_bool("overwrite", False, "Replace existing output files.")
+flags.mark_flag_as_required("output_dir")
+
+DEFAULT_VOCAB = "data/vocab/uncased_vocab.txt"
+
+
+class UsageError(ValueError):
+  """A flag combination that cannot work."""
+
+
+def _modes():
+  from converters.quantize import MODES
+  modes = list(MODES) if FLAGS.modes == ["all"] else FLAGS.modes
+  unknown = [m for m in modes if m not in MODES]
+  if unknown or not modes:
+    raise UsageError(f"--modes {','.join(FLAGS.modes)}: unknown mode(s) "
+                     f"{unknown}; modes are {', '.join(MODES)} or all")
+  return list(dict.fromkeys(modes))
+
+
+def _seq_length(task_json, head_hint, config):
+  length = FLAGS.max_seq_length or task_json.get("max_seq_length") or (
+      384 if head_hint == "span" else 128)
+  if length < 3:
+    raise UsageError(f"--max_seq_length {length}: needs room for [CLS], "
+                     "[SEP] and a token (at least 3)")
+  if config is not None and length > config.max_position_embeddings:
+    raise UsageError(f"--max_seq_length {length} exceeds the model's "
+                     f"max_position_embeddings {config.max_position_embeddings}"
+                     f" ({FLAGS.model_dir}/config.json)")
+  return length
+
+
+def _head_hint(model_dir):
+  """head.json's kind, read without TensorFlow (for the default length)."""
+  try:
+    with open(os.path.join(model_dir, "head.json")) as f:
+      return json.load(f).get("kind")
+  except (OSError, ValueError, AttributeError):
+    return None
+
+
+def _progress(message):
+  print(message, flush=True)
+
+
+@dataclasses.dataclass
+class Plan:
+  """What the flags ask for, checked before TensorFlow is loaded."""
+  modes: list
+  integer_modes: list
+  config: object  # ModelConfig, or None for a SavedModel
+  seq_length: int
+  task_name: str | None
+  vocab_file: str
+  name: str
+  files: dict  # mode -> (.tflite name, model card name)
+  reports: tuple  # (json name, markdown name)
+
+
+def plan(out):
+  """Checks flags, inputs and output names; cheap, so bad input fails fast."""
+  from converters import representative, source
+  modes = _modes()
+  if (FLAGS.model_dir is None) == (FLAGS.saved_model is None):
+    raise UsageError("give exactly one of --model_dir and --saved_model")
+  config = source.check_files(FLAGS.model_dir, FLAGS.saved_model)
+  task_json = source.read_task(FLAGS.model_dir) if FLAGS.model_dir else {}
+  head_hint = _head_hint(FLAGS.model_dir) if FLAGS.model_dir else None
+  seq_length = _seq_length(task_json, head_hint, config)
+  task_name = FLAGS.task or task_json.get("task")
+  if FLAGS.data_dir and not task_name:
+    raise UsageError("--data_dir needs --task (no task.json says it)")
+  if FLAGS.max_metric_drop is not None and not FLAGS.data_dir:
+    raise UsageError("--max_metric_drop needs --data_dir to measure on")
+  integer_modes = [m for m in modes if m in ("int8", "int16x8")]
+  if integer_modes and not (FLAGS.representative_data or FLAGS.data_dir):
+    raise UsageError(f"--modes {','.join(integer_modes)} need calibration "
+                     "text: --representative_data or --data_dir")
+  if not (FLAGS.data_dir or FLAGS.representative_data):
+    raise UsageError("validation needs real inputs: give --data_dir or "
+                     "--representative_data")
+  if FLAGS.representative_data:
+    representative.check_file(FLAGS.representative_data)
+  if FLAGS.num_calibration_samples < 1 or FLAGS.num_compare < 1:
+    raise UsageError("--num_calibration_samples and --num_compare must be "
+                     "positive")
+  name = FLAGS.name or os.path.basename(os.path.normpath(
+      FLAGS.model_dir or FLAGS.saved_model))
+  files = {m: (f"{name}_{m}.tflite", f"{name}_{m}.model_card.json")
+           for m in modes}
+  reports = (f"{name}_report.json", f"{name}_report.md")
+  out.refuse_existing([f for pair in files.values() for f in pair]
+                      + list(reports))
+  vocab_file = FLAGS.vocab_file or task_json.get("vocab_file") or DEFAULT_VOCAB
+  return Plan(modes, integer_modes, config, seq_length, task_name,
+              vocab_file, name, files, reports)
+
+
+@dataclasses.dataclass
+class Reference:
+  """The model to convert and what the converted files are judged against."""
+  source: object  # source.Source
+  task: object  # tfmodels task, or None
+  calibration: dict | None  # our feature dict for int8 / int16x8
+  inputs: dict  # contract inputs [N, L] of real examples
+  outputs: dict  # the Keras model's contract outputs on `inputs`
+  metrics: dict | None  # the Keras model's task metrics
+  labels: list | None  # a classifier's class names
+
+
+def load_reference(p):
+  """Loads the model, tokenizer, task and data; runs the Keras model."""
+  import tensorflow as tf
+  from converters import export, representative, source, validate
+  from tfmodels.tokenization import WordPieceTokenizer
+  from tfmodels.training.tasks import make_task
+  src = source.load_source(FLAGS.model_dir, FLAGS.saved_model)
+  if src.fixed_seq_length and src.fixed_seq_length != p.seq_length:
+    raise UsageError(f"--max_seq_length {p.seq_length}: --saved_model takes "
+                     f"only length {src.fixed_seq_length}")
+  tokenizer = WordPieceTokenizer(p.vocab_file)
+  if p.config is not None and len(tokenizer) > p.config.vocab_size:
+    raise UsageError(f"--vocab_file {p.vocab_file} has {len(tokenizer)} "
+                     f"tokens, more than the model's vocab_size "
+                     f"{p.config.vocab_size}")
+  task = make_task(p.task_name, FLAGS.data_dir, tokenizer, p.seq_length) if (
+      FLAGS.data_dir) else None
+  calibration = None
+  if FLAGS.representative_data:
+    calibration = representative.read_features(
+        FLAGS.representative_data, tokenizer, p.seq_length, p.task_name)
+  elif p.integer_modes:
+    calibration = task.features("train")
+  real = task.features(FLAGS.eval_split) if task else calibration
+  inputs = validate.contract_inputs(real, slice(0, FLAGS.num_compare))
+  outputs = {k: v.numpy() for k, v in export.contract_outputs(
+      src.head, src.model(export.features_of(
+          {k: tf.constant(v) for k, v in inputs.items()}))).items()}
+  metrics = None
+  if task:
+    _progress(f"scoring the Keras model on {FLAGS.eval_split}")
+    metrics = task.evaluate(src.model, FLAGS.eval_split)
+  labels = None
+  if "probability" in outputs:
+    spec = getattr(task, "spec", None)
+    labels = list(spec.labels) if spec and spec.labels else [
+        str(i) for i in range(outputs["probability"].shape[-1])]
+  return Reference(src, task, calibration, inputs, outputs, metrics, labels)
+
+
+def convert_modes(p, ref):
+  """{mode: (bytes of the final file, its measurements)}."""
+  from converters import (contract, export, metadata, quantize,
+                          representative, tflite_file, validate)
+  expected = {k: (1,) + v.shape[1:] for k, v in ref.outputs.items()}
+  converted = {}
+  with tempfile.TemporaryDirectory() as scratch:
+    saved_model = os.path.join(scratch, "saved_model")
+    _progress(f"exporting a fixed [1, {p.seq_length}] SavedModel")
+    export.export_saved_model(ref.source.model, ref.source.head, p.seq_length,
+                              saved_model)
+    dataset = ref.calibration and representative.calibration_dataset(
+        ref.calibration, FLAGS.num_calibration_samples)
+    for mode in p.modes:
+      _progress(f"[{mode}] converting")
+      data = quantize.convert(
+          saved_model, mode, dataset if mode in p.integer_modes else None,
+          FLAGS.strict_int8, FLAGS.allow_select_tf_ops)
+      # Tensors take their signature names, so apps find them either way.
+      data = tflite_file.rewrite(
+          data, tensor_names=tflite_file.signature_tensor_names(data))
+      try:
+        facts = contract.check(data, expected, p.seq_length,
+                               FLAGS.allow_select_tf_ops)
+      except contract.ContractError as e:
+        raise contract.ContractError(f"{mode}: {e}") from None
+      _progress(f"[{mode}] validating ({len(data) / 1e6:.2f} MB)")
+      if FLAGS.metadata:
+        data = metadata.attach(data, ref.source.head, p.vocab_file,
+                               ref.labels, description=f"{p.name} ({mode})")
+      result = validate.measure_mode(data, ref.outputs, ref.inputs, ref.task,
+                                     FLAGS.eval_split, FLAGS.num_threads)
+      result.update(file=p.files[mode][0], contract=facts)
+      converted[mode] = (data, result)
+  return converted
+
+
+def write_outputs(p, ref, converted, out):
+  """Stages the report, and the models with their cards if they passed."""
+  from converters import model_card, validate
+  facts = {"name": p.name, "source": ref.source.path,
+           "head": ref.source.head, "seq_length": p.seq_length,
+           "task": p.task_name, "data_dir": FLAGS.data_dir,
+           "eval_split": FLAGS.eval_split, "vocab_file": p.vocab_file,
+           "representative_data": FLAGS.representative_data or (
+               f"{FLAGS.data_dir} (train)" if p.integer_modes else None),
+           "num_calibration_samples": FLAGS.num_calibration_samples,
+           "strict_int8": FLAGS.strict_int8,
+           "num_compare": int(len(ref.inputs["ids"]))}
+  report = validate.build_report(
+      facts, ref.metrics, {m: r for m, (_, r) in converted.items()},
+      FLAGS.max_float_diff, FLAGS.max_metric_drop)
+  if report["passed"]:
+    task = {"name": p.task_name, "data_dir": FLAGS.data_dir,
+            "split": FLAGS.eval_split} if ref.task else None
+    for mode, (data, result) in converted.items():
+      out.add(p.files[mode][0], data)
+      card = model_card.model_card(
+          file_name=p.files[mode][0], data=data, mode=mode,
+          head=ref.source.head, seq_length=p.seq_length,
+          source=ref.source.path,
+          config=p.config.to_dict() if p.config else None,
+          contract=result["contract"], measured=result,
+          keras_metric=(report["keras"] or {}).get("metric"), task=task,
+          vocab_file=p.vocab_file)
+      out.add(p.files[mode][1], json.dumps(card, indent=2) + "\n")
+  out.add(p.reports[0], json.dumps(report, indent=2, default=_jsonable)
+          + "\n")
+  out.add(p.reports[1], validate.markdown(report))
+  return report
+
+
+def convert(out):
+  """The whole run (plan, reference, modes, outputs); returns the report."""
+  p = plan(out)
+  _progress("loading TensorFlow and the model")
+  import tensorflow as tf
+  tf.get_logger().setLevel("ERROR")
+  ref = load_reference(p)
+  converted = convert_modes(p, ref)
+  return write_outputs(p, ref, converted, out), os.path.join(
+      FLAGS.output_dir, p.reports[1])
+
+
+def _known_errors():
+  """Errors that mean bad input (one line), not a bug (traceback): ours are
+  ValueErrors; TensorFlow's OpError when it cannot run the given model."""
+  errors = (ValueError, OSError, KeyError)
+  tf = sys.modules.get("tensorflow")
+  return errors + (tf.errors.OpError,) if tf else errors
+
+
+def _jsonable(value):
+  """numpy scalars and arrays in the report."""
+  return value.tolist() if hasattr(value, "tolist") else str(value)
+
+
+def main(argv):
+  if len(argv) > 1:
+    raise app.UsageError(f"unexpected arguments: {' '.join(argv[1:])}")
+  logging.set_verbosity(logging.WARNING)
+  from converters.output_files import OutputFiles
+  try:
+    out = OutputFiles(FLAGS.output_dir, FLAGS.overwrite)
+  except ValueError as e:
+    sys.exit(f"error: {e}")
+  try:
+    report, markdown = convert(out)
+    written = out.commit()
+  except BaseException as e:
+    out.discard()
+    if not isinstance(e, _known_errors()):
+      raise
+    text = str(e).strip() or repr(e)
+    sys.exit(f"error: {text.splitlines()[0]}")
+  print(f"wrote {', '.join(written)}")
+  if not report["passed"]:
+    sys.exit(f"error: validation failed: {report['failures'][0]} (no model "
+             f"written; see {markdown})")
+
+
+def run():
+  app.run(main)
+
+
+if __name__ == "__main__":
+  run()

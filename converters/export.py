@@ -1,0 +1,82 @@
+"""Fixed-shape export: any of our models as a [1, L] SavedModel in the contract.
+
+The TFLite converter needs static shapes, and apps need the contract's names,
+so the model is wrapped in a tf.function over int32 [1, L] inputs named `ids`,
+`mask`, `segment_ids` whose outputs are the contract's (see contract.py).
+The same `contract_outputs` maps the Keras model's outputs for validation,
+so Keras and TFLite are compared on identical terms.
+
+    export_saved_model(model, "span", 384, "/tmp/qa_saved_model")
+"""
+
+import tensorflow as tf
+
+from converters.contract import HEAD_OUTPUTS, INPUT_FEATURES, SIGNATURE_KEY
+
+
+def output_kind(head, outputs):
+  """The contract's output kind: a one-unit classifier is a regression."""
+  if head == "classifier" and outputs["logits"].shape[-1] == 1:
+    return "regression"
+  return head
+
+
+def contract_outputs(head, outputs):
+  """Our model's output dict -> the contract's outputs for `head`.
+
+  The classifier exports probabilities (softmax over the logits), as the
+  Task Library's BertNLClassifier reads them.
+  """
+  kind = output_kind(head, outputs)
+  if kind == "classifier":
+    return {"probability": tf.nn.softmax(outputs["logits"], axis=-1)}
+  if kind == "regression":
+    return {"score": outputs["logits"]}
+  source = {"span": ("start_logits", "end_logits"), "tagger": ("logits",),
+            "encoder": ("sequence_output",)}[kind]
+  return dict(zip(HEAD_OUTPUTS[kind], (outputs[k] for k in source)))
+
+
+def features_of(contract_inputs):
+  """{ids, mask, segment_ids} -> our models' {input_ids, input_mask, ...}."""
+  return {INPUT_FEATURES[k]: v for k, v in contract_inputs.items()}
+
+
+class _FixedShape(tf.Module):
+  """The contract signature over `model` at sequence length L."""
+
+  def __init__(self, model, head, seq_length):
+    super().__init__()
+    self.model = model
+    # A loaded SavedModel's variables must be reachable from this module.
+    self.loaded = getattr(model, "loaded", None)
+    self.head = head
+    self.serve = tf.function(self._serve, input_signature=[
+        tf.TensorSpec([1, seq_length], tf.int32, name=name)
+        for name in INPUT_FEATURES])
+
+  def _serve(self, ids, mask, segment_ids):
+    features = features_of({"ids": ids, "mask": mask,
+                            "segment_ids": segment_ids})
+    return contract_outputs(self.head, self.model(features, training=False))
+
+
+def export_saved_model(model, head, seq_length, directory):
+  """Writes the fixed-shape SavedModel to `directory`.
+
+  Args:
+    model: callable(our feature dict, training=False) -> our output dict.
+    head: "span", "classifier", "tagger" or "encoder".
+    seq_length: int, L.
+    directory: str, must not exist yet.
+
+  Raises:
+    ValueError: the model cannot take [1, L] inputs (the message says why).
+  """
+  module = _FixedShape(model, head, seq_length)
+  try:
+    concrete = module.serve.get_concrete_function()
+  except (ValueError, TypeError, tf.errors.OpError) as e:
+    raise ValueError(f"the model cannot take [1, {seq_length}] inputs: "
+                     f"{str(e).splitlines()[0][:200]}") from None
+  tf.saved_model.save(module, directory, signatures={SIGNATURE_KEY: concrete})

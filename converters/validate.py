@@ -1,0 +1,204 @@
+"""The validation report: is the converted model still the Keras model?
+
+For each mode it records the ops (and which still compute in float), the
+size, how much of the graph XNNPACK takes on the host, max / mean |TFLite -
+Keras| on real inputs, and the task metric on a dev set next to the Keras
+model's. `failures` lists what breaks the thresholds; the command refuses to
+leave a model behind when there are any. JSON for machines, Markdown for
+people.
+
+    result = measure_mode(data, "span", reference, inputs, task, "dev")
+    report = build_report(run_facts, keras_metrics, {"float32": result},
+                          max_float_diff=1e-3, max_metric_drop=1.0)
+    print(markdown(report))
+"""
+
+import numpy as np
+import tensorflow as tf
+
+from converters import runtime, tflite_file
+from converters.contract import INPUT_FEATURES
+
+
+def headline(metrics):
+  """(metric name, value in points): the one number a drop is measured on.
+
+  SQuAD's F1 is already in percent; GLUE-style metrics are fractions.
+  """
+  if "f1" in metrics and ("exact_match" in metrics or "exact" in metrics):
+    return "f1", float(metrics["f1"])
+  name = next(iter(metrics))
+  return name, 100.0 * float(metrics[name])
+
+
+def contract_inputs(features, rows=slice(None)):
+  """Our feature dict -> {ids, mask, segment_ids} int32 arrays."""
+  return {name: np.asarray(features[ours][rows], np.int32)
+          for name, ours in INPUT_FEATURES.items()}
+
+
+def differences(reference, converted):
+  """{"outputs": {name: {max_abs, mean_abs}}, "max_abs", "mean_abs"}."""
+  per_output = {}
+  for name, want in reference.items():
+    diff = np.abs(np.asarray(converted[name], np.float64) -
+                  np.asarray(want, np.float64))
+    per_output[name] = {"max_abs": float(diff.max()),
+                        "mean_abs": float(diff.mean())}
+  return {"outputs": per_output,
+          "max_abs": max(d["max_abs"] for d in per_output.values()),
+          "mean_abs": float(np.mean([d["mean_abs"]
+                                     for d in per_output.values()]))}
+
+
+class TaskModel:
+  """A LiteRT model behind the interface tfmodels' tasks evaluate:
+  model(features, training=False) -> {"logits" | "start_logits", ...}.
+
+  The classifier's `probability` comes back as log-probabilities under
+  `logits` (same argmax), a regression's `score` as `logits`.
+  """
+
+  def __init__(self, model):
+    self.model = model
+
+  def __call__(self, features, training=False):
+    del training
+    out = self.model.run_batch(contract_inputs(
+        {k: np.asarray(v) for k, v in features.items()}))
+    if "probability" in out:
+      out = {"logits": np.log(np.maximum(out["probability"], 1e-30))}
+    elif "score" in out:
+      out = {"logits": out["score"]}
+    return {k: tf.constant(v) for k, v in out.items()}
+
+
+def measure_mode(data, reference, inputs, task=None, split="dev",
+                 num_threads=2):
+  """Everything the report says about one converted model.
+
+  Args:
+    data: bytes of the .tflite file (contract names already checked).
+    reference: {output name: [N, ...]} of the Keras model on `inputs`.
+    inputs: {ids, mask, segment_ids} [N, L] real examples.
+    task: a tfmodels.training.tasks task, or None (no metric).
+    split: the split the task scores.
+
+  Returns:
+    dict with size_bytes, ops, float_ops, and (when LiteRT runs it on the
+    host) xnnpack, difference, metrics; else `not_runnable` says why.
+  """
+  result = {"size_bytes": len(data), "ops": tflite_file.op_histogram(data),
+            "float_ops": tflite_file.float_op_histogram(data),
+            "select_tf_ops": tflite_file.select_tf_ops(data)}
+  reason = runtime.probe(data)
+  if reason:
+    result["not_runnable"] = reason
+    return result
+  model = runtime.LiteRTModel(data, num_threads)
+  result["xnnpack"] = runtime.xnnpack_coverage(data, num_threads)
+  result["difference"] = differences(reference, model.run_batch(inputs))
+  if task is not None:
+    result["metrics"] = task.evaluate(TaskModel(model), split)
+  return result
+
+
+def build_report(facts, keras_metrics, modes, max_float_diff=None,
+                 max_metric_drop=None):
+  """The report dict, with each mode's metric drop and the failures.
+
+  Args:
+    facts: dict about the run (source, head, seq_length, task, ...).
+    keras_metrics: the Keras model's task metrics, or None.
+    modes: {mode: measure_mode(...) result, plus whatever the caller adds}.
+    max_float_diff: float32's max |TFLite - Keras| allowed, or None.
+    max_metric_drop: points each mode may lose against Keras, or None.
+  """
+  failures = []
+  keras_score = headline(keras_metrics) if keras_metrics else None
+  for mode, result in modes.items():
+    if "not_runnable" in result:
+      # Flex ops cannot run on the host (LiteRT's wheel has no Flex
+      # delegate): accepted unless a metric was demanded. A crash never is.
+      if max_metric_drop is not None or not result["select_tf_ops"]:
+        failures.append(f"{mode}: {result['not_runnable']}")
+      continue
+    if (mode == "float32" and max_float_diff is not None
+        and result["difference"]["max_abs"] > max_float_diff):
+      failures.append(f"float32: max |TFLite - Keras| "
+                      f"{result['difference']['max_abs']:.3g} > "
+                      f"--max_float_diff {max_float_diff:g}")
+    if keras_score and "metrics" in result:
+      name, points = headline(result["metrics"])
+      result["metric"] = {"name": name, "points": points,
+                          "drop": keras_score[1] - points}
+      if max_metric_drop is not None and result["metric"]["drop"] > (
+          max_metric_drop):
+        failures.append(f"{mode}: {name} {points:.2f} is "
+                        f"{result['metric']['drop']:.2f} points below Keras "
+                        f"({keras_score[1]:.2f}; --max_metric_drop "
+                        f"{max_metric_drop:g})")
+  report = dict(facts)
+  report["keras"] = ({"metrics": keras_metrics, "metric": {
+      "name": keras_score[0], "points": keras_score[1]}}
+                     if keras_metrics else None)
+  report["thresholds"] = {"max_float_diff": max_float_diff,
+                          "max_metric_drop": max_metric_drop}
+  report["modes"] = modes
+  report["failures"] = failures
+  report["passed"] = not failures
+  return report
+
+
+def _mb(size):
+  return f"{size / 1e6:.2f}"
+
+
+def _histogram(counts):
+  return ", ".join(f"{k} {v}" for k, v in counts.items()) or "none"
+
+
+def markdown(report):
+  """The report as Markdown: a summary table, then ops per mode."""
+  lines = [f"# Conversion report: {report.get('name', 'model')}", ""]
+  for key in ("source", "head", "seq_length", "task", "eval_split",
+              "created"):
+    if report.get(key) is not None:
+      lines.append(f"- {key}: {report[key]}")
+  keras = report.get("keras")
+  if keras:
+    lines.append(f"- Keras {keras['metric']['name']}: "
+                 f"{keras['metric']['points']:.2f}")
+  lines += ["", "| mode | size (MB) | metric | drop | max abs diff | "
+            "mean abs diff | ops still float | XNNPACK nodes |",
+            "| --- | --- | --- | --- | --- | --- | --- | --- |"]
+  for mode, r in report["modes"].items():
+    metric = r.get("metric")
+    diff = r.get("difference")
+    cover = r.get("xnnpack")
+    floats = sum(r["float_ops"].values())
+    lines.append("| " + " | ".join([
+        mode, _mb(r["size_bytes"]),
+        f"{metric['name']} {metric['points']:.2f}" if metric else "-",
+        f"{metric['drop']:+.2f}" if metric else "-",
+        f"{diff['max_abs']:.2e}" if diff else "-",
+        f"{diff['mean_abs']:.2e}" if diff else "-",
+        f"{floats} / {sum(r['ops'].values())}",
+        (f"{cover['delegated_nodes']} / {cover['total_nodes']} "
+         f"({cover['partitions']} partitions)") if cover else
+        r.get("not_runnable", "-")]) + " |")
+  for mode, r in report["modes"].items():
+    lines += ["", f"## {mode}", "", f"- ops: {_histogram(r['ops'])}",
+              f"- still float: {_histogram(r['float_ops'])}"]
+    if r.get("xnnpack"):
+      lines.append("- not taken by XNNPACK: "
+                   f"{_histogram(r['xnnpack']['not_delegated'])}")
+    if r.get("select_tf_ops"):
+      lines.append(f"- select TF ops: {', '.join(r['select_tf_ops'])}")
+    if r.get("metrics"):
+      lines.append("- metrics: " + ", ".join(
+          f"{k} {v:.4g}" for k, v in r["metrics"].items()))
+  lines += ["", "## Verdict", ""]
+  lines += ([f"- FAILED: {f}" for f in report["failures"]]
+            or ["- passed"])
+  return "\n".join(lines) + "\n"

@@ -1,0 +1,204 @@
+"""convert_tflite on a fine-tuned tiny QA model (a real `finetune` run).
+
+Every mode converts and passes the contract, float32 matches Keras, the
+report carries each mode's F1, the metadata reads back with a flatbuffers
+reader, and LiteRT fed by tensor name (in another order) answers as Keras.
+"""
+
+import hashlib
+import io
+import json
+import os
+import zipfile
+
+import numpy as np
+import pytest
+
+from fixtures.converters import tiny_models
+
+MODES = ["float32", "float16", "dynamic", "int8", "int16x8"]
+
+
+@pytest.fixture(scope="module")
+def converted(tmp_path_factory):
+  base = tmp_path_factory.getbasetemp()
+  run_dir = tiny_models.finetuned_qa(base)
+  out = base / "qa_converted"
+  result = tiny_models.run_converter(
+      "--model_dir", run_dir, "--data_dir", tiny_models.qa_data(base),
+      "--output_dir", out, "--modes", "all", "--name", "qa",
+      "--num_calibration_samples", 32, "--max_metric_drop", 50)
+  assert result.returncode == 0, result.stderr[-3000:]
+  report = json.loads((out / "qa_report.json").read_text())
+  return run_dir, out, report
+
+
+def test_every_mode_converts_with_contract_and_metric(converted):
+  run_dir, out, report = converted
+  assert report["passed"] and report["failures"] == []
+  # task.json of the finetune run supplied task, length and vocabulary.
+  assert (report["task"], report["seq_length"], report["head"]) == (
+      "squad", 64, "span")
+  assert report["vocab_file"] == tiny_models.VOCAB
+  keras_f1 = report["keras"]["metric"]["points"]
+  assert report["keras"]["metric"]["name"] == "f1" and keras_f1 > 2
+  for mode in MODES:
+    r = report["modes"][mode]
+    assert (out / f"qa_{mode}.tflite").stat().st_size == r["size_bytes"]
+    assert r["contract"]["inputs"] == {
+        n: [[1, 64], "int32"] for n in ("ids", "mask", "segment_ids")}
+    assert r["contract"]["outputs"] == {
+        n: [[1, 64], "float32"] for n in ("start_logits", "end_logits")}
+    assert r["select_tf_ops"] == []
+    assert r["metric"]["name"] == "f1"
+    assert r["metric"]["drop"] == pytest.approx(
+        keras_f1 - r["metric"]["points"])
+    assert r["metrics"]["total"] == report["keras"]["metrics"]["total"] == 30
+    cover = r["xnnpack"]
+    assert 0 <= cover["delegated_nodes"] <= cover["total_nodes"]
+    assert sum(cover["not_delegated"].values()) == (
+        cover["total_nodes"] - cover["delegated_nodes"])
+  # XNNPACK runs float and int8 graphs, not int16 activations.
+  coverage = {m: report["modes"][m]["xnnpack"] for m in MODES}
+  assert coverage["float32"]["delegated_nodes"] >= (
+      0.9 * coverage["float32"]["total_nodes"])
+  assert coverage["int8"]["delegated_nodes"] > 0
+  assert coverage["int16x8"]["delegated_nodes"] == 0
+  float32 = report["modes"]["float32"]
+  assert float32["difference"]["max_abs"] <= 1e-4
+  assert float32["metric"]["points"] == pytest.approx(keras_f1, abs=1e-9)
+  # Every float32 op computes in float; int8 keeps only boundary ops float.
+  assert float32["float_ops"] == float32["ops"]
+  int8_float = report["modes"]["int8"]["float_ops"]
+  assert set(int8_float) <= {"CAST", "DEQUANTIZE", "QUANTIZE"}, int8_float
+  sizes = {m: report["modes"][m]["size_bytes"] for m in MODES}
+  assert sizes["int8"] < sizes["float16"] < sizes["float32"]
+  assert sizes["dynamic"] < sizes["float16"]
+  markdown = (out / "qa_report.md").read_text()
+  for mode in MODES:
+    assert f"| {mode} | " in markdown
+  assert "- passed" in markdown
+
+
+def test_model_cards_describe_their_files(converted):
+  _, out, report = converted
+  for mode in MODES:
+    card = json.loads((out / f"qa_{mode}.model_card.json").read_text())
+    data = (out / card["file"]).read_bytes()
+    assert card["file"] == f"qa_{mode}.tflite"
+    assert card["sha256"] == hashlib.sha256(data).hexdigest()
+    assert card["size_bytes"] == len(data)
+    assert (card["mode"], card["seq_length"], card["head"]) == (mode, 64,
+                                                                "span")
+    assert os.path.basename(card["source_checkpoint"]) == "ckpt-300"
+    assert card["config"]["name"] == "tiny_mobilebert"
+    assert card["metric"] == report["modes"][mode]["metric"]
+    assert card["task"]["name"] == "squad" and card["created"]
+
+
+def _read_metadata(data):
+  """(ModelMetadata, subgraph input names, output names, zip) through the
+  flatbuffers schema classes only."""
+  from ai_edge_litert import schema_py_generated as tfl
+  from converters.schema import metadata_schema_generated as meta
+  model = tfl.Model.GetRootAs(data, 0)
+  entries = {model.Metadata(i).Name(): model.Metadata(i).Buffer()
+             for i in range(model.MetadataLength())}
+  buffer = model.Buffers(entries[b"TFLITE_METADATA"]).DataAsNumpy().tobytes()
+  assert meta.ModelMetadata.ModelMetadataBufferHasIdentifier(buffer, 0)
+  graph = model.Subgraphs(0)
+  inputs = [graph.Tensors(t).Name().decode() for t in graph.InputsAsNumpy()]
+  outputs = [graph.Tensors(t).Name().decode() for t in graph.OutputsAsNumpy()]
+  return (meta.ModelMetadata.GetRootAs(buffer, 0), inputs, outputs,
+          zipfile.ZipFile(io.BytesIO(data)))
+
+
+@pytest.mark.parametrize("mode", ["float32", "int8"])
+def test_metadata_reads_back_with_flatbuffers(converted, mode):
+  from converters.schema import metadata_schema_generated as meta
+  _, out, _ = converted
+  data = (out / f"qa_{mode}.tflite").read_bytes()
+  metadata, inputs, outputs, archive = _read_metadata(data)
+  assert metadata.Name() == b"BertQuestionAnswerer"
+  assert metadata.MinParserVersion() == b"1.1.0"
+  graph = metadata.SubgraphMetadata(0)
+  names = lambda get, n: [get(i).Name().decode() for i in range(n)]
+  # One TensorMetadata per tensor, in the subgraph's (not declared) order.
+  assert names(graph.InputTensorMetadata,
+               graph.InputTensorMetadataLength()) == inputs
+  assert sorted(inputs) == ["ids", "mask", "segment_ids"]
+  assert names(graph.OutputTensorMetadata,
+               graph.OutputTensorMetadataLength()) == outputs
+  assert sorted(outputs) == ["end_logits", "start_logits"]
+  unit = graph.InputProcessUnits(0)
+  assert unit.OptionsType() == meta.ProcessUnitOptions.BertTokenizerOptions
+  tokenizer = meta.BertTokenizerOptions()
+  tokenizer.Init(unit.Options().Bytes, unit.Options().Pos)
+  vocab = tokenizer.VocabFile(0)
+  assert vocab.Name() == b"vocab.txt"
+  assert vocab.Type() == meta.AssociatedFileType.VOCABULARY
+  # The associated file is stored uncompressed, as the Task Library needs.
+  info = archive.getinfo("vocab.txt")
+  assert info.compress_type == zipfile.ZIP_STORED
+  with open(tiny_models.VOCAB, "rb") as f:
+    assert archive.read("vocab.txt") == f.read()
+
+
+def test_litert_by_tensor_name_in_another_order_answers_like_keras(converted):
+  import tensorflow as tf
+  from ai_edge_litert.interpreter import Interpreter
+  from tfmodels.checkpoints.model_dir import load_model_dir
+  from tfmodels.data import squad
+  from tfmodels.tokenization import WordPieceTokenizer
+  run_dir, out, _ = converted
+  model, _, _ = load_model_dir(run_dir)
+  data = squad.read_squad(os.path.join(tiny_models.qa_data(
+      os.path.dirname(out)), "dev.json"))
+  arrays, metas = squad.build_features(
+      data.examples, WordPieceTokenizer(tiny_models.VOCAB), 64, 32, 16)
+  keras = model({k: tf.constant(v) for k, v in arrays.items()})
+  keras = {k: keras[k].numpy() for k in ("start_logits", "end_logits")}
+
+  path = str(out / "qa_float32.tflite")
+  # Two interpreters: a signature runner holds on to its interpreter, which
+  # then refuses raw invoke() calls.
+  runner = Interpreter(model_path=path).get_signature_runner(
+      "serving_default")
+  interpreter = Interpreter(model_path=path)
+  interpreter.allocate_tensors()
+  by_name = {d["name"]: d for d in interpreter.get_input_details()}
+  outputs = {d["name"]: d["index"] for d in interpreter.get_output_details()}
+  declared = ["ids", "mask", "segment_ids"]
+  ours = {"ids": "input_ids", "mask": "input_mask",
+          "segment_ids": "segment_ids"}
+  lite = {"start_logits": [], "end_logits": []}
+  positional = []
+  for row in range(len(arrays["input_ids"])):
+    feed = {n: arrays[ours[n]][row:row + 1] for n in declared}
+    # Signature runner, keyword arguments in reverse order.
+    by_signature = {k: v.copy() for k, v in runner(
+        segment_ids=feed["segment_ids"], mask=feed["mask"],
+        ids=feed["ids"]).items()}
+    # Raw tensors found by name, set in yet another order.
+    for name in ("mask", "segment_ids", "ids"):
+      interpreter.set_tensor(by_name[name]["index"], feed[name])
+    interpreter.invoke()
+    for name in lite:
+      raw = interpreter.get_tensor(outputs[name]).copy()
+      np.testing.assert_array_equal(raw, by_signature[name])
+      lite[name].append(raw)
+    # The classic bug: feeding by position in the declared order.
+    for detail, name in zip(interpreter.get_input_details(), declared):
+      interpreter.set_tensor(detail["index"], feed[name])
+    interpreter.invoke()
+    positional.append(interpreter.get_tensor(outputs["start_logits"]).copy())
+  lite = {k: np.concatenate(v) for k, v in lite.items()}
+  for name in lite:
+    np.testing.assert_allclose(lite[name], keras[name], atol=1e-4)
+  answers = lambda o: squad.postprocess(data.examples, metas,
+                                        o["start_logits"], o["end_logits"])
+  assert answers(lite) == answers(keras)
+  order = [d["name"] for d in interpreter.get_input_details()]
+  if order != declared:  # the converter reordered them: position is wrong
+    assert not np.allclose(np.concatenate(positional), keras["start_logits"],
+                           atol=1e-4)

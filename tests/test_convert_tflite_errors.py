@@ -1,0 +1,139 @@
+"""convert_tflite refuses bad input with one line and writes nothing.
+
+Most checks run before TensorFlow is imported, so these take about a second
+each; a config that does not match its checkpoint needs the model built.
+"""
+
+import json
+import os
+import shutil
+
+import pytest
+
+from fixtures.converters import tiny_models
+
+
+@pytest.fixture(scope="module")
+def classifier(tmp_path_factory):
+  base = tmp_path_factory.getbasetemp()
+  return tiny_models.trained_classifier(base), tiny_models.spam_data(base)
+
+
+def _refused(tmp_path, *args, expect, output_dir=None, one_line=True):
+  """Runs the command; asserts a one-line error mentioning `expect` and that
+  nothing (no output directory, no staging directory) is left."""
+  out = output_dir or tmp_path / "out"
+  before = set(os.listdir(tmp_path))
+  result = tiny_models.run_converter(*args, "--output_dir", out)
+  assert result.returncode != 0, result.stdout
+  lines = [l for l in result.stderr.splitlines() if l.strip()]
+  assert lines and lines[-1].startswith("error: "), result.stderr[-2000:]
+  assert expect in lines[-1], lines[-1]
+  assert "Traceback" not in result.stderr
+  if one_line:  # refused before TensorFlow could log anything
+    assert len(lines) == 1, result.stderr
+  if output_dir is None:
+    assert not os.path.exists(out)
+  assert set(os.listdir(tmp_path)) == before  # no staging left behind
+  return lines[-1]
+
+
+def _common(classifier, *extra):
+  model_dir, data = classifier
+  return ("--model_dir", model_dir, "--task", "spam", "--data_dir", data,
+          "--vocab_file", tiny_models.VOCAB, "--max_seq_length", 64, *extra)
+
+
+def test_missing_checkpoint(classifier, tmp_path):
+  model_dir, _ = classifier
+  broken = tmp_path / "no_ckpt"
+  shutil.copytree(model_dir, broken,
+                  ignore=shutil.ignore_patterns("ckpt-*", "checkpoint"))
+  line = _refused(tmp_path, *_common(classifier)[2:], "--model_dir", broken,
+                  expect="no checkpoint")
+  assert str(broken) in line
+  _refused(tmp_path, "--model_dir", tmp_path / "nowhere",
+           expect="nowhere: no config.json")
+
+
+@pytest.mark.parametrize("change, expect", [
+    ({"hidden_size": 48}, "incompatible tensor"),
+    ({"num_hidden_layers": 1}, "does not match config.json"),
+])
+def test_config_that_does_not_match_the_checkpoint(classifier, tmp_path,
+                                                   change, expect):
+  model_dir, _ = classifier
+  edited = tmp_path / "edited"
+  shutil.copytree(model_dir, edited)
+  config = json.loads((edited / "config.json").read_text())
+  (edited / "config.json").write_text(json.dumps({**config, **change}))
+  line = _refused(tmp_path, *_common(classifier)[2:], "--model_dir", edited,
+                  expect=expect, one_line=False)
+  assert f"--model_dir {edited}" in line
+
+
+@pytest.mark.parametrize("content, name, expect", [
+    (b"", "empty.txt", "no examples (the file is empty)"),
+    (b"\n\n  \n", "blank.txt", "no examples"),
+    (bytes(range(256)) * 4, "binary.txt", "not UTF-8 text"),
+    (b'{"version": "1.1", "articles": []}', "notsquad.json",
+     "missing field 'data'"),
+    (b"one\ttwo\tthree\n", "fields.txt", "3 tab-separated fields"),
+], ids=["empty", "blank", "binary", "not_squad", "three_fields"])
+def test_bad_representative_file(classifier, tmp_path, content, name,
+                                 expect):
+  path = tmp_path / name
+  path.write_bytes(content)
+  line = _refused(tmp_path, *_common(classifier, "--modes", "int8",
+                                      "--representative_data", path),
+                  expect=expect)
+  assert str(path) in line
+
+
+def test_representative_tsv_of_the_wrong_layout(classifier, tmp_path):
+  path = tmp_path / "wrong.tsv"
+  path.write_text("question\tanswer\nwhat\tthat\n")
+  line = _refused(tmp_path, *_common(classifier, "--modes", "int8",
+                                      "--representative_data", path),
+                  expect="header lacks column", one_line=False)
+  assert str(path) in line
+
+
+@pytest.mark.parametrize("length, expect", [
+    (128, "exceeds the model's max_position_embeddings 64"),
+    (2, "at least 3"),
+])
+def test_sequence_length_the_model_cannot_take(classifier, tmp_path, length,
+                                               expect):
+  args = list(_common(classifier))
+  args[args.index("--max_seq_length") + 1] = length
+  line = _refused(tmp_path, *args, expect=expect)
+  assert line.startswith(f"error: --max_seq_length {length}")
+
+
+def test_unwritable_output_path(classifier, tmp_path):
+  a_file = tmp_path / "a_file"
+  a_file.write_text("not a directory")
+  _refused(tmp_path, *_common(classifier), expect="is not a directory",
+           output_dir=a_file / "models")
+  _refused(tmp_path, *_common(classifier), expect="cannot write there",
+           output_dir="/proc/convert_tflite_test")
+
+
+def test_existing_files_need_overwrite(classifier, tmp_path):
+  out = tmp_path / "out"
+  out.mkdir()
+  (out / "spam_float32.tflite").write_bytes(b"precious")
+  _refused(tmp_path, *_common(classifier, "--name", "spam"),
+           expect="spam_float32.tflite exists (pass --overwrite)",
+           output_dir=out)
+  assert sorted(os.listdir(out)) == ["spam_float32.tflite"]
+  assert (out / "spam_float32.tflite").read_bytes() == b"precious"
+
+
+@pytest.mark.parametrize("extra, expect", [
+    (("--modes", "float32,int4"), "unknown mode(s) ['int4']"),
+    (("--saved_model", "x"), "exactly one of --model_dir and --saved_model"),
+])
+def test_flag_mistakes(classifier, tmp_path, extra, expect):
+  _refused(tmp_path, *_common(classifier, *extra), expect=expect)
