@@ -35,6 +35,8 @@ import time
 
 from absl import app, flags
 
+from android_bench.delegates import delegate_coverage
+
 FLAGS = flags.FLAGS
 flags.DEFINE_string("graph", "", "The .tflite model to benchmark.")
 flags.DEFINE_integer("num_threads", -1, "Threads of the CPU kernels and "
@@ -136,35 +138,6 @@ class PeakMemoryMonitor:
 
 def max_rss_mb():
   return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
-
-
-def delegate_coverage(interpreter):
-  """(replaced nodes, original nodes, partitions) of an allocated interpreter.
-
-  LiteRT keeps the replaced nodes in the node list and appends one DELEGATE
-  node per partition, so the replaced ones are found by walking back from
-  each partition's outputs through their producers until its inputs.
-  """
-  ops = interpreter._get_ops_details()  # pylint: disable=protected-access
-  original = [op for op in ops if op["op_name"] != "DELEGATE"]
-  partitions = [op for op in ops if op["op_name"] == "DELEGATE"]
-  producer = {}
-  for op in original:
-    for tensor in op["outputs"]:
-      producer[int(tensor)] = op["index"]
-  by_index = {op["index"]: op for op in original}
-  replaced = set()
-  for partition in partitions:
-    boundary = {int(t) for t in partition["inputs"]}
-    pending = [int(t) for t in partition["outputs"]]
-    while pending:
-      tensor = pending.pop()
-      node = producer.get(tensor)
-      if tensor in boundary or node is None or node in replaced:
-        continue
-      replaced.add(node)
-      pending.extend(int(t) for t in by_index[node]["inputs"] if t >= 0)
-  return len(replaced), len(original), len(partitions)
 
 
 def input_layer_info(num_inputs):

@@ -20,6 +20,7 @@ import tempfile
 import numpy as np
 from ai_edge_litert.interpreter import Interpreter
 
+from android_bench.delegates import delegated_nodes
 from converters.contract import SIGNATURE_KEY
 from converters.native_output import native_output_to
 
@@ -106,25 +107,10 @@ def xnnpack_coverage(data, num_threads=2):
     {"delegate", "total_nodes", "delegated_nodes", "partitions",
      "not_delegated": {op name: count}}.
   """
-  interpreter = _interpreter(data, num_threads)
-  nodes = interpreter._get_ops_details()  # pylint: disable=protected-access
-  delegates = [n for n in nodes if n["op_name"] == "DELEGATE"]
-  original = [n for n in nodes if n["op_name"] != "DELEGATE"]
-  producer = {t: n["index"] for n in original for t in n["outputs"]}
-  by_index = {n["index"]: n for n in original}
-  covered = set()
-  for delegate in delegates:
-    boundary = set(delegate["inputs"].tolist())
-    stack = list(delegate["outputs"])
-    while stack:
-      tensor = stack.pop()
-      node = producer.get(tensor)
-      if tensor in boundary or node is None or node in covered:
-        continue
-      covered.add(node)
-      stack.extend(t for t in by_index[node]["inputs"] if t >= 0)
+  covered, original, partitions = delegated_nodes(
+      _interpreter(data, num_threads))
   left = collections.Counter(n["op_name"] for n in original
                              if n["index"] not in covered)
   return {"delegate": "XNNPACK", "total_nodes": len(original),
-          "delegated_nodes": len(covered), "partitions": len(delegates),
+          "delegated_nodes": len(covered), "partitions": partitions,
           "not_delegated": dict(left.most_common())}
