@@ -59,7 +59,8 @@ class Scale:
   kronecker_steps: int
   finetune_steps: int
   pretrain_lr: float = 2e-3
-  finetune_lr: float = 2e-4
+  finetune_lr: float = 1e-3  # the small models trained here
+  pretrained_finetune_lr: float = 1e-4  # MiniLM and its KroneckerBERT
 
 
 SCALES = {
@@ -144,12 +145,14 @@ def build_steps(out, scale, kronecker=True):
       if model == "kronecker":  # task-stage KD from the fine-tuned MiniLM
         teacher = os.path.join(out, "finetune", f"minilm_{task}")
         extra, inputs = ("--teacher_dir", teacher), (runs(model), teacher)
+      lr = (scale.pretrained_finetune_lr if model in ("minilm", "kronecker")
+            else scale.finetune_lr)
       steps.append(Step(f"{model}_{task}", python_module(
           "tfmodels.training.finetune", "--task", task_name, "--data_dir",
           data_dir, "--init_dir", runs(model), "--model_dir", output,
           "--vocab_file", VOCAB, "--max_seq_length", scale.seq_length,
           "--train_steps", scale.finetune_steps, "--batch_size",
-          scale.batch_size, "--learning_rate", scale.finetune_lr,
+          scale.batch_size, "--learning_rate", lr,
           "--checkpoint_every", 1000, "--log_every", 20, *extra), output,
           inputs))
 
@@ -221,7 +224,9 @@ def markdown(rows, scale):
       f"Teacher {scale.teacher_steps} steps; each MobileBERT student "
       f"{scale.student_steps} steps; KroneckerBERT {scale.kronecker_steps} "
       f"KD steps; batch {scale.batch_size}, sequence {scale.seq_length}; "
-      f"fine-tuning {scale.finetune_steps} steps at {scale.finetune_lr:g}.",
+      f"fine-tuning {scale.finetune_steps} steps, learning rate "
+      f"{scale.finetune_lr:g} ({scale.pretrained_finetune_lr:g} for MiniLM "
+      "and its KroneckerBERT).",
       "",
       "| model | encoder params | held-out MLM acc | NSP acc | spam acc | "
       "QA F1 | QA EM |",
