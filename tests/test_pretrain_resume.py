@@ -48,6 +48,11 @@ def _command(shards, model_dir, policy="none", steps=STEPS):
           "--learning_rate", "3e-3", "--mixed_precision", policy]
 
 
+def _latest_step(model_dir):
+  latest = tf.train.latest_checkpoint(str(model_dir))
+  return int(latest.rsplit("-", 1)[1]) if latest else 0
+
+
 def _state(prefix):
   reader = tf.train.load_checkpoint(str(prefix))
   return {name: reader.get_tensor(name)
@@ -71,14 +76,16 @@ def test_killed_run_resumes_with_identical_state(shards, tmp_path, policy,
   process = subprocess.Popen(command(killed),
                              stdout=subprocess.DEVNULL,
                              stderr=subprocess.DEVNULL, env=_env())
+  # Wait for the checkpoint *state file* to name step 2*EVERY: the shard
+  # files appear a moment before it does.
   deadline = time.time() + 120
-  while not (killed / f"ckpt-{2 * EVERY}.index").exists():
+  while _latest_step(killed) < 2 * EVERY:
     assert process.poll() is None and time.time() < deadline
     time.sleep(0.05)
   process.send_signal(signal.SIGKILL)
   process.wait()
   latest = tf.train.latest_checkpoint(str(killed))
-  resumed_at = int(latest.rsplit("-", 1)[1])
+  resumed_at = _latest_step(killed)
   assert 2 * EVERY <= resumed_at < steps, "the kill came too late to test"
   # The state on disk at the kill equals the uninterrupted run's at that
   # step: weights, optimizer moments and step counter.
