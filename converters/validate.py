@@ -158,6 +158,33 @@ def _histogram(counts):
   return ", ".join(f"{k} {v}" for k, v in counts.items()) or "none"
 
 
+def _substitution_lines(facts):
+  """The --substitute section: metric before, right after, after recovery."""
+  if not facts:
+    return []
+  lines = ["", "## Op substitution", "",
+           "- substituted: " + ", ".join(
+               f"{k} -> {v}" for k, v in facts["substitutions"].items()),
+           f"- NoNorms fitted to LayerNorms: {facts['fitted_norms']}"]
+  fit = facts.get("norm_fit_mse")
+  if fit:
+    lines.append(f"- mean squared error of the fitted NoNorms against the "
+                 f"LayerNorms: {fit['fitted']:.3g} (identity: "
+                 f"{fit['identity']:.3g})")
+  recovery = facts.get("recovery")
+  if recovery:
+    lines.append(f"- recovery: {recovery['steps']} steps, distillation "
+                 f"loss {recovery['loss_before']:.4g} -> "
+                 f"{recovery['loss_after']:.4g}")
+  points = facts.get("headline")
+  if points:
+    lines += ["", "| stage | metric | change |", "| --- | --- | --- |"]
+    for stage, value in points.items():
+      lines.append(f"| {stage} (Keras) | {value:.2f} | "
+                   f"{value - points['original']:+.2f} |")
+  return lines
+
+
 def markdown(report):
   """The report as Markdown: a summary table, then ops per mode."""
   lines = [f"# Conversion report: {report.get('name', 'model')}", ""]
@@ -198,6 +225,7 @@ def markdown(report):
     if r.get("metrics"):
       lines.append("- metrics: " + ", ".join(
           f"{k} {v:.4g}" for k, v in r["metrics"].items()))
+  lines += _substitution_lines(report.get("substitution"))
   lines += ["", "## Verdict", ""]
   lines += ([f"- FAILED: {f}" for f in report["failures"]]
             or ["- passed"])

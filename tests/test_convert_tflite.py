@@ -67,10 +67,19 @@ def test_every_mode_converts_with_contract_and_metric(converted):
   float32 = report["modes"]["float32"]
   assert float32["difference"]["max_abs"] <= 1e-4
   assert float32["metric"]["points"] == pytest.approx(keras_f1, abs=1e-9)
-  # Every float32 op computes in float; int8 keeps only boundary ops float.
+  # Every float32 op computes in float. int8 (the default xnnpack recipe)
+  # keeps every matmul integer; only islands XNNPACK has no int8 kernel
+  # for stay float.
   assert float32["float_ops"] == float32["ops"]
-  int8_float = report["modes"]["int8"]["float_ops"]
-  assert set(int8_float) <= {"CAST", "DEQUANTIZE", "QUANTIZE"}, int8_float
+  int8 = report["modes"]["int8"]
+  assert report["int8_recipe"] == "xnnpack"
+  assert set(int8["float_ops"]) <= {
+      "CAST", "DEQUANTIZE", "QUANTIZE", "SOFTMAX", "MUL", "ADD", "SUB",
+      "MEAN", "SQUARED_DIFFERENCE", "RSQRT", "GELU"}, int8["float_ops"]
+  # Left out of XNNPACK: only the integer embedding lookups, the mask cast
+  # and the head's output slices, never a matmul, softmax or norm.
+  assert set(int8["xnnpack"]["not_delegated"]) <= {
+      "CAST", "GATHER", "STRIDED_SLICE"}, int8["xnnpack"]
   sizes = {m: report["modes"][m]["size_bytes"] for m in MODES}
   assert sizes["int8"] < sizes["float16"] < sizes["float32"]
   assert sizes["dynamic"] < sizes["float16"]

@@ -9,16 +9,32 @@ training commands restart from their last checkpoint).
     steps = [Step("teacher", [python, "-m", "tfmodels.training.pretrain", ...],
                   output="/tmp/exp/teacher", inputs=["/tmp/exp/data"])]
     run_steps(steps)
+
+`jobs=2` runs steps whose inputs are finished side by side (two small
+TensorFlow processes use two cores better than one does); each command's
+output then goes to `pipeline.log` in its output directory and the runner
+prints the running steps' latest progress line every `heartbeat` seconds.
+A step with `clean=True` starts from an empty output directory when it
+re-runs after finishing (forced, or an input changed), so a training
+command starts over instead of resuming its finished run; after a crash
+(no marker) its output is kept, so it resumes. A step with `alone=True` (a
+latency benchmark) waits until nothing else runs and runs by itself.
 """
 
 import dataclasses
 import os
+import re
 import shlex
+import shutil
 import subprocess
 import sys
+import threading
 import time
 
 MARKER = ".done"
+LOG = "pipeline.log"
+# Lines that say nothing about progress: TensorFlow's C++ and absl logging.
+_NOISE = re.compile(r"^([IWEF]\d{4} |WARNING: All log messages|INFO: )")
 
 
 class StepError(RuntimeError):
@@ -32,6 +48,8 @@ class Step:
   command: object
   output: str
   inputs: tuple = ()
+  clean: bool = False  # empty `output` before re-running a finished step
+  alone: bool = False  # jobs > 1: run with no other step beside it
 
   def describe(self):
     if callable(self.command):
@@ -60,17 +78,38 @@ def is_done(step):
   return True
 
 
-def run_steps(steps, force=(), log=print):
+def _prepare(step):
+  """Removes a stale marker (and, for `clean` steps, the old output)."""
+  marker = os.path.join(step.output, MARKER)
+  if os.path.exists(marker):
+    if step.clean:
+      shutil.rmtree(step.output)
+    else:
+      os.remove(marker)
+  os.makedirs(step.output, exist_ok=True)  # commands may write files in it
+
+
+def _failure(step, error, log_file=None):
+  where = f"; its output is in {log_file}" if log_file else ""
+  return StepError(f"step {step.name!r} failed ({error}){where}; re-run it "
+                   f"with: {step.describe()}")
+
+
+def _finish(step, began):
+  with open(os.path.join(step.output, MARKER), "w") as f:
+    f.write(f"{time.time() - began:.1f} s\n")
+
+
+def run_steps(steps, force=(), log=print, jobs=1, heartbeat=20.0):
   """Runs the steps not done (or named in `force`); raises StepError."""
+  if jobs > 1:
+    return _run_parallel(steps, set(force), log, jobs, heartbeat)
   for index, step in enumerate(steps, 1):
     prefix = f"[{index}/{len(steps)}] {step.name}"
     if step.name not in force and is_done(step):
       log(f"{prefix}: done, skipped")
       continue
-    marker = os.path.join(step.output, MARKER)
-    if os.path.exists(marker):
-      os.remove(marker)
-    os.makedirs(step.output, exist_ok=True)  # commands may write files in it
+    _prepare(step)
     log(f"{prefix}: {step.describe()}")
     began = time.time()
     try:
@@ -79,8 +118,119 @@ def run_steps(steps, force=(), log=print):
       else:
         subprocess.run(step.command, check=True)
     except (subprocess.CalledProcessError, OSError, ValueError) as e:
-      raise StepError(f"step {step.name!r} failed ({e}); re-run it with: "
-                      f"{step.describe()}") from e
-    with open(marker, "w") as f:
-      f.write(f"{time.time() - began:.1f} s\n")
+      raise _failure(step, e) from e
+    _finish(step, began)
     log(f"{prefix}: finished in {time.time() - began:.0f} s")
+
+
+class _Running:
+  """One launched step: a process writing its log, or a callable's thread."""
+
+  def __init__(self, step):
+    self.step, self.began, self.error = step, time.time(), None
+    self.log_file = None
+    if callable(step.command):
+      self.thread = threading.Thread(target=self._call, daemon=True)
+      self.thread.start()
+      self.process = None
+    else:
+      self.log_file = os.path.join(step.output, LOG)
+      with open(self.log_file, "wb") as out:
+        self.process = subprocess.Popen(step.command, stdout=out,
+                                        stderr=subprocess.STDOUT,
+                                        stdin=subprocess.DEVNULL)
+
+  def _call(self):
+    try:
+      self.step.command()
+    except Exception as e:  # reported by the main thread, as a failed step
+      self.error = e
+
+  def finished(self):
+    if self.process is None:
+      return not self.thread.is_alive()
+    status = self.process.poll()
+    if status is not None and status != 0:
+      self.error = subprocess.CalledProcessError(status, self.step.command)
+    return status is not None
+
+  def progress(self):
+    """The last progress line of the log (tqdm redraws with \\r)."""
+    if not self.log_file:
+      return "running"
+    try:
+      with open(self.log_file, "rb") as f:
+        f.seek(max(0, os.path.getsize(self.log_file) - 4096))
+        tail = f.read().decode("utf-8", "replace")
+    except OSError:
+      return "starting"
+    lines = [l.strip() for l in re.split(r"[\r\n]", tail)
+             if l.strip() and not _NOISE.match(l.strip())]
+    if not lines:
+      return "starting"
+    # "desc:  45%|####5     | 180/400 [...]" -> "desc: 45% 180/400 [...]"
+    return re.sub(r"\|[^|]*\|\s*", " ", lines[-1])[:110]
+
+  def stop(self):
+    if self.process is not None and self.process.poll() is None:
+      self.process.terminate()
+      self.process.wait()
+
+
+def _run_parallel(steps, force, log, jobs, heartbeat):
+  """run_steps with up to `jobs` steps at once, in list order when ready."""
+  index = {id(step): i for i, step in enumerate(steps, 1)}
+  producer = {step.output: step for step in steps}
+  pending, running, failed = list(steps), [], []
+  last_beat = time.time()
+  prefix = lambda s: f"[{index[id(s)]}/{len(steps)}] {s.name}"
+  try:
+    while running or (pending and not failed):
+      for step in list(pending):
+        if failed or len(running) >= jobs or any(r.step.alone
+                                                 for r in running):
+          break
+        waits = [producer[i] for i in step.inputs if i in producer]
+        busy = pending + [r.step for r in running]
+        if any(w is b for w in waits for b in busy):
+          continue
+        done = step.name not in force and is_done(step)
+        if step.alone and running and not done:
+          break  # start nothing else until it has run
+        pending.remove(step)
+        if done:
+          log(f"{prefix(step)}: done, skipped")
+          continue
+        _prepare(step)
+        log(f"{prefix(step)}: {step.describe()}")
+        running.append(_Running(step))
+      time.sleep(0.2)
+      for run in [r for r in running if r.finished()]:
+        running.remove(run)
+        if run.error is not None:
+          failed.append(run)
+          log(f"{prefix(run.step)}: failed")
+          if run.log_file:
+            log(_tail(run.log_file))
+          continue
+        _finish(run.step, run.began)
+        log(f"{prefix(run.step)}: finished in "
+            f"{time.time() - run.began:.0f} s")
+      if running and time.time() - last_beat >= heartbeat:
+        last_beat = time.time()
+        for run in running:
+          log(f"    {run.step.name} ({time.time() - run.began:.0f} s): "
+              f"{run.progress()}")
+  finally:
+    for run in running:  # interrupted: stop what we started
+      run.stop()
+  if failed:
+    run = failed[0]
+    raise _failure(run.step, run.error, run.log_file) from run.error
+
+
+def _tail(path, lines=15):
+  with open(path, "rb") as f:
+    text = f.read().decode("utf-8", "replace")
+  kept = [l for l in re.split(r"[\r\n]", text) if l.strip()][-lines:]
+  return "\n".join("    | " + l for l in kept)

@@ -1,0 +1,620 @@
+"""Convert and time our encoders on LiteRT: MobileBERT's Table 7 on the host.
+
+    python -m converters.benchmark --output_dir converters/results \
+        --work_dir /tmp/bench_work [--threads 2] [--models mobilebert] \
+        [--modes float32,int8] [--variants nonorm_relu,layernorm_gelu] \
+        [--cells 'mobilebert/*/*,bert_base/layernorm_gelu/*']
+
+Every model (`bert_base`, `mobilebert`, `mobilebert_tiny`, any config name
+such as `tiny_mobilebert`, and `peer_mobilebert`: the Model Garden's
+MobileBERTEncoder with our MobileBERT's sizes) is built in each Table 7
+variant (`layernorm_gelu`, `layernorm_relu`, `nonorm_gelu`, `nonorm_relu`:
+`ModelConfig.replace(normalization_type=, hidden_act=)`), exported at a
+fixed [1, L] (converters/export.py) and converted per mode: `float32`,
+`dynamic`, `int8` (ours: the XNNPACK recipe of fast_int8.py; the peer: the
+converter's standard output, as anyone converting it would get) and
+`int8_standard` (ours through the standard converter, for before / after).
+Int8 calibration uses a few real sentences of --calibration_data.
+
+Timing is android_bench's: its host runner (android_bench.benchmark_model on
+ai_edge_litert, XNNPACK) for every file x --threads x --repeats through
+`run_matrix`, and, with --adb, the same cells on the attached phone through
+benchmark_model. A row's `median_ms` is the median of the repeats' medians
+(repeats outermost, so drift spreads over every cell), `runs` how many
+timed runs it pools.
+
+Weights are random (latency does not depend on their values), except that
+norm scales and offsets are drawn around 1 and 0: left at their initial
+ones / zeros, the converter folds `x * 1 + 0` away and a NoNorm model would
+look cheaper than a trained one.
+
+Writes in --output_dir: benchmark.json (rows: model, variant, mode,
+threads, target, median_ms, p5_ms, p95_ms, runs, size_mb, xnnpack nodes and
+partitions, float ops), benchmark.md (the table, Table 7 ratios beside the
+paper's, the issue's checks) and benchmark.png. Converted files are cached in
+--work_dir (by config, mode and length), so a rerun only times.
+"""
+
+import dataclasses
+import fnmatch
+import hashlib
+import json
+import os
+import sys
+import tempfile
+
+from absl import app, flags
+
+FLAGS = flags.FLAGS
+flags.DEFINE_string("output_dir", None, "Where benchmark.json / .md / .png "
+                    "go.")
+flags.DEFINE_string("work_dir", None, "Cache of SavedModels, .tflite files "
+                    "and timing runs (default: a temporary directory).")
+flags.DEFINE_list("models", ["bert_base", "mobilebert", "mobilebert_tiny",
+                             "peer_mobilebert"],
+                  "Config names (tfmodels/configs) and/or peer_mobilebert.")
+flags.DEFINE_list("variants", ["layernorm_gelu", "layernorm_relu",
+                               "nonorm_gelu", "nonorm_relu"],
+                  "Table 7 variants.")
+flags.DEFINE_list("modes", ["float32", "dynamic", "int8"], "float32, "
+                  "dynamic, int8, int8_standard.")
+flags.DEFINE_list("cells", ["*/*/*"], "Keep only the model/variant/mode "
+                  "combinations matching one of these patterns (fnmatch), "
+                  "e.g. mobilebert/*/*,bert_base/layernorm_gelu/*.")
+flags.DEFINE_list("threads", ["1", "2", "4"], "LiteRT thread counts.")
+flags.DEFINE_integer("seq_length", 128, "L of the [1, L] inputs.")
+flags.DEFINE_integer("num_runs", 20, "Timed runs per cell (at least).")
+flags.DEFINE_float("min_secs", 1.0, "Seconds of timed runs per cell (at "
+                   "least).")
+flags.DEFINE_integer("warmup_runs", 2, "Warm-up runs per cell.")
+flags.DEFINE_integer("repeats", 3, "Times each cell is measured.")
+flags.DEFINE_string("calibration_data", "data/pretraining/heldout.txt.gz",
+                    "Real text for int8 calibration (one sentence a line).")
+flags.DEFINE_integer("num_calibration_samples", 16, "Calibration sentences.")
+flags.DEFINE_string("vocab_file", "data/vocab/uncased_vocab.txt",
+                    "WordPiece vocab for the calibration text.")
+flags.DEFINE_bool("adb", False, "Also time on the attached phone through "
+                  "android_bench's adb harness (needs --benchmark_binary).")
+flags.DEFINE_string("benchmark_binary", None, "LiteRT benchmark_model for "
+                    "the phone's ABI.")
+flags.DEFINE_string("serial", None, "adb device serial.")
+flags.DEFINE_string("cpu_mask", None, "Pin the phone's runs (hex mask or "
+                    "'big').")
+flags.DEFINE_string("peer_config", "mobilebert", "Config whose sizes the "
+                    "peer MobileBERTEncoder takes.")
+flags.DEFINE_bool("overwrite", False, "Replace existing outputs.")
+flags.mark_flag_as_required("output_dir")
+
+VARIANTS = {"layernorm_gelu": ("layer_norm", "gelu"),
+            "layernorm_relu": ("layer_norm", "relu"),
+            "nonorm_gelu": ("no_norm", "gelu"),
+            "nonorm_relu": ("no_norm", "relu")}
+MODES = ("float32", "dynamic", "int8", "int8_standard")
+PEER = "peer_mobilebert"
+# MobileBERT paper, Table 7 (Pixel 4, 4 threads, L = 128).
+PAPER_TABLE7_MS = {"layernorm_gelu": 192.0, "layernorm_relu": 167.0,
+                   "nonorm_gelu": 92.0, "nonorm_relu": 62.0}
+OUTPUTS = ("benchmark.json", "benchmark.md", "benchmark.png")
+
+
+class BenchmarkError(ValueError):
+  """Bad flags or inputs (one line)."""
+
+
+def _progress(message):
+  print(message, flush=True)
+
+
+@dataclasses.dataclass(frozen=True)
+class Cell:
+  """One converted file: model x variant x mode."""
+  model: str
+  variant: str
+  mode: str
+
+  @property
+  def stem(self):
+    return f"{self.model}_{self.variant}_{self.mode}"
+
+
+def model_config(model, variant, peer_config="mobilebert"):
+  """Our ModelConfig of `model` in `variant` (the peer: --peer_config's)."""
+  from tfmodels.configs import load_config
+  norm, act = VARIANTS[variant]
+  return load_config(peer_config if model == PEER else model).replace(
+      normalization_type=norm, hidden_act=act)
+
+
+def _randomize_norms(model, seed=0):
+  """Norm scales around 1 and offsets around 0 (see the module docstring)."""
+  import numpy as np
+  rng = np.random.default_rng(seed)
+  for layer in model.submodules:
+    if type(layer).__name__ not in ("NoNorm", "LayerNormalization"):
+      continue
+    for weight in layer.weights:
+      value = weight.numpy()
+      center = 1.0 if np.all(value == 1.0) else 0.0
+      weight.assign(center + 0.1 * rng.standard_normal(value.shape)
+                    .astype(value.dtype))
+
+
+def peer_encoder(config):
+  """The Model Garden's MobileBERTEncoder (tf-models-official) with the
+  sizes of `config`, behind our feature names; needs requirements-bench.txt."""
+  import tf_keras as keras
+  try:
+    from official.nlp.modeling.networks import mobile_bert_encoder
+  except ImportError as e:
+    raise BenchmarkError(f"--models {PEER} needs tf-models-official and "
+                         f"gin-config (pip install --no-deps -r "
+                         f"requirements-bench.txt): {e}") from None
+  from tfmodels.encoders import encoder_inputs
+  c = config
+  peer = mobile_bert_encoder.MobileBERTEncoder(
+      word_vocab_size=c.vocab_size, word_embed_size=c.embedding_size,
+      type_vocab_size=c.type_vocab_size,
+      max_sequence_length=c.max_position_embeddings,
+      num_blocks=c.num_hidden_layers, hidden_size=c.hidden_size,
+      num_attention_heads=c.num_attention_heads,
+      intermediate_size=c.intermediate_size, intermediate_act_fn=c.hidden_act,
+      hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0,
+      intra_bottleneck_size=c.intra_bottleneck_size,
+      initializer_range=c.initializer_range,
+      use_bottleneck_attention=c.use_bottleneck_attention,
+      key_query_shared_bottleneck=c.key_query_shared_bottleneck,
+      num_feedforward_networks=c.num_feedforward_networks,
+      normalization_type=c.normalization_type, classifier_activation=False)
+  inputs = encoder_inputs()
+  outputs = peer([inputs["input_ids"], inputs["input_mask"],
+                  inputs["segment_ids"]])
+  return keras.Model(inputs, {"sequence_output": outputs["sequence_output"]},
+                     name=PEER)
+
+
+def build_model(model, variant, seed=0, peer_config="mobilebert"):
+  """The Keras encoder to time (random weights, randomized norms)."""
+  import tf_keras as keras
+  from tfmodels.encoders import build_encoder
+  config = model_config(model, variant, peer_config)
+  keras.utils.set_random_seed(seed)
+  encoder = peer_encoder(config) if model == PEER else build_encoder(config)
+  _randomize_norms(encoder, seed)
+  return encoder
+
+
+def _key(cell, seq_length, num_samples):
+  """What a cached file depends on (calibration: int8 modes only)."""
+  calibrated = cell.mode.startswith("int8")
+  text = json.dumps([model_config(cell.model, cell.variant,
+                                  FLAGS.peer_config).to_dict(),
+                     cell.model, cell.mode, seq_length,
+                     num_samples if calibrated else None],
+                    sort_keys=True)
+  return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def calibration_features(path, vocab_file, seq_length, num_samples, scratch,
+                         vocab_size=None):
+  """Our feature dict of `num_samples` real sentences: half long, half
+  short (so the mask has padding, as an app's inputs do)."""
+  from converters import representative
+  from tfmodels.data.text_io import read_lines
+  from tfmodels.tokenization import WordPieceTokenizer
+  tokenizer = WordPieceTokenizer(vocab_file)
+  if vocab_size is not None and len(tokenizer) > vocab_size:
+    raise BenchmarkError(f"--vocab_file {vocab_file}: {len(tokenizer)} "
+                         f"tokens, more than a model's vocab_size "
+                         f"{vocab_size}")
+  try:
+    lines = [l.strip() for l in read_lines(path) if l.strip()]
+  except (OSError, ValueError) as e:
+    raise BenchmarkError(f"--calibration_data {path}: {e}") from None
+  long_lines = [l for l in lines if len(l.split()) > 30]
+  short_lines = [l for l in lines if 4 < len(l.split()) < 20]
+  half = (num_samples + 1) // 2
+  chosen = long_lines[:half] + short_lines[:num_samples - half]
+  if len(chosen) < num_samples:
+    chosen = lines[:num_samples]
+  if not chosen:
+    raise BenchmarkError(f"--calibration_data {path}: no sentences")
+  text = os.path.join(scratch, "calibration.txt")
+  with open(text, "w") as f:
+    f.write("\n".join(chosen) + "\n")
+  return representative.read_features(text, tokenizer, seq_length)
+
+
+def _convert_cell(cell, saved_model, calibration):
+  """(bytes, facts) of one mode."""
+  from converters import fast_int8, quantize
+  if cell.mode == "int8" and cell.model != PEER:
+    return fast_int8.convert(saved_model, calibration)
+  mode = "int8" if cell.mode == "int8_standard" else cell.mode
+  return quantize.convert(saved_model, mode, calibration if mode == "int8"
+                          else None, int8_recipe="standard"), {}
+
+
+def convert_cells(cells, work_dir, seq_length, calibration_data, vocab_file,
+                  num_samples):
+  """Converts what the cache lacks; returns {stem: (path, facts)}."""
+  from converters import export, representative, runtime, tflite_file
+  models_dir = os.path.join(work_dir, "models")
+  os.makedirs(models_dir, exist_ok=True)
+  features = None
+  done = {}
+  by_model = {}
+  for cell in cells:
+    by_model.setdefault((cell.model, cell.variant), []).append(cell)
+  for (model, variant), group in by_model.items():
+    todo = []
+    for cell in group:
+      path = os.path.join(models_dir, cell.stem + ".tflite")
+      facts_path = os.path.join(models_dir, cell.stem + ".json")
+      key = _key(cell, seq_length, num_samples)
+      try:
+        with open(facts_path) as f:
+          facts = json.load(f)
+        if facts.get("key") == key and os.path.exists(path):
+          done[cell.stem] = (path, facts)
+          continue
+      except (OSError, ValueError):
+        pass
+      todo.append((cell, path, facts_path, key))
+    if not todo:
+      continue
+    if features is None and any(c.mode.startswith("int8") for c, *_ in todo):
+      features = calibration_features(
+          calibration_data, vocab_file, seq_length, num_samples, work_dir,
+          min(model_config(c.model, c.variant, FLAGS.peer_config).vocab_size
+              for c in cells))
+    _progress(f"[{model} {variant}] building and exporting [1, {seq_length}]")
+    encoder = build_model(model, variant, peer_config=FLAGS.peer_config)
+    with tempfile.TemporaryDirectory(dir=work_dir) as scratch:
+      saved_model = os.path.join(scratch, "saved_model")
+      export.export_saved_model(encoder, "encoder", seq_length, saved_model)
+      for cell, path, facts_path, key in todo:
+        _progress(f"[{model} {variant}] converting {cell.mode}")
+        data, facts = _convert_cell(
+            cell, saved_model, cell.mode.startswith("int8") and
+            representative.calibration_dataset(features, num_samples))
+        # Contract names on the tensors too (as convert_tflite does): the
+        # converter's "serving_default_ids:0" breaks benchmark_model's
+        # name,low,high:... value-range flags.
+        data = tflite_file.rewrite(
+            data, tensor_names=tflite_file.signature_tensor_names(data))
+        coverage = runtime.xnnpack_coverage(data)
+        facts = {"key": key, "size_mb": len(data) / 1e6,
+                 "ops": tflite_file.op_histogram(data),
+                 "float_ops": tflite_file.float_op_histogram(data),
+                 "xnnpack": coverage, "recipe": facts}
+        with open(path + ".tmp", "wb") as f:
+          f.write(data)
+        os.replace(path + ".tmp", path)
+        with open(facts_path, "w") as f:
+          json.dump(facts, f, indent=1)
+        done[cell.stem] = (path, facts)
+  return done
+
+
+def time_files(paths, threads, work_dir, log=_progress):
+  """android_bench runs on the host (and the phone with --adb): a list of
+  (target name, run dict)."""
+  from android_bench.runner import HostTarget, Settings, run_matrix
+  settings = Settings(threads=tuple(threads), repeats=FLAGS.repeats,
+                      warmup_runs=FLAGS.warmup_runs, num_runs=FLAGS.num_runs,
+                      min_secs=FLAGS.min_secs, cpu_mask=FLAGS.cpu_mask
+                      if FLAGS.adb else None)
+  results_dir = os.path.join(work_dir, "runs")
+  targets = [HostTarget(dataclasses.replace(settings, cpu_mask=None))]
+  if FLAGS.adb:
+    from android_bench.adb import Adb, AdbError, choose_device
+    from android_bench.runner import AdbTarget
+    try:
+      adb = Adb(serial=FLAGS.serial)
+      adb.serial = choose_device(adb, FLAGS.serial)
+      targets.append(AdbTarget(adb, FLAGS.benchmark_binary, settings))
+    except AdbError as e:
+      raise BenchmarkError(f"--adb: {e}") from None
+  runs = []
+  for target in targets:
+    run, _ = run_matrix(target, paths, target.settings, results_dir,
+                        argv=sys.argv, name=f"converters.benchmark "
+                        f"({target.name})", log=log)
+    runs.append((target.name, run))
+  return runs
+
+
+def rows_of(cells, converted, runs):
+  """benchmark.json's rows: one per cell x threads x target."""
+  from android_bench import report
+  by_stem = {c.stem: c for c in cells}
+  rows = []
+  for target, run in runs:
+    for r in report.summarize(run):
+      stem = os.path.splitext(r["model"])[0]
+      cell = by_stem[stem]
+      facts = converted[stem][1]
+      xnn = facts["xnnpack"]
+      rows.append({
+          "model": cell.model, "variant": cell.variant, "mode": cell.mode,
+          "threads": r["threads"], "target": target,
+          "median_ms": r.get("latency_ms"), "p5_ms": r.get("low_ms"),
+          "p95_ms": r.get("high_ms"), "min_ms": r.get("min_ms"),
+          "runs": r.get("runs"), "repeats": r["ok"],
+          "errors": r["errors"], "size_mb": round(facts["size_mb"], 3),
+          "xnnpack_nodes": f"{xnn['delegated_nodes']}/{xnn['total_nodes']}",
+          "xnnpack_partitions": xnn["partitions"],
+          "float_ops": sum(facts["float_ops"].values()),
+          "recipe": facts.get("recipe") or None})
+  return rows
+
+
+def _find(rows, **want):
+  for row in rows:
+    if all(row.get(k) == v for k, v in want.items()):
+      return row.get("median_ms")
+  return None
+
+
+def checks(rows):
+  """The issue's done-when comparisons that these rows can decide: a list
+  of (statement, passed, numbers)."""
+  out = []
+  for target in sorted({r["target"] for r in rows}):
+    for threads in sorted({r["threads"] for r in rows}):
+      at = dict(target=target, threads=threads)
+      f32 = _find(rows, model="mobilebert", variant="nonorm_relu",
+                  mode="float32", **at)
+      dyn = _find(rows, model="mobilebert", variant="nonorm_relu",
+                  mode="dynamic", **at)
+      i8 = _find(rows, model="mobilebert", variant="nonorm_relu",
+                 mode="int8", **at)
+      peer = _find(rows, model=PEER, variant="nonorm_relu", mode="float32",
+                   **at)
+      where = f"{target}, {threads} thr"
+      if i8 and dyn:
+        out.append((f"MobileBERT int8 <= dynamic ({where})", i8 <= dyn,
+                    f"{i8:.2f} vs {dyn:.2f} ms"))
+      if i8 and f32:
+        out.append((f"MobileBERT int8 <= float32 / 2 ({where})",
+                    i8 <= f32 / 2, f"{i8:.2f} vs {f32 / 2:.2f} ms"))
+      if f32 and peer:
+        out.append((f"MobileBERT float32 <= peer float32 ({where})",
+                    f32 <= peer, f"{f32:.2f} vs {peer:.2f} ms"))
+      for mode in ("float32", "int8"):
+        times = {v: _find(rows, model="mobilebert", variant=v, mode=mode,
+                          **at) for v in VARIANTS}
+        if all(times.values()):
+          fastest = min(times, key=times.get)
+          out.append((f"NoNorm + relu fastest of the four, {mode} ({where})",
+                      fastest == "nonorm_relu",
+                      ", ".join(f"{v} {t:.2f}" for v, t in times.items())))
+  return out
+
+
+def _fmt(value, digits=2):
+  return "-" if value is None else f"{value:.{digits}f}"
+
+
+def markdown(rows, command, notes=()):
+  """benchmark.md: the table, Table 7 ratios next to the paper, checks."""
+  lines = ["# Latency benchmark (converters/benchmark.py)", "",
+           f"Command: `{command}`", ""]
+  lines += list(notes)
+  lines += ["", "| model | variant | mode | threads | target | median ms | "
+            "p5..p95 ms | runs | size MB | XNNPACK nodes (partitions) |",
+            "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
+  for r in rows:
+    lines.append("| " + " | ".join([
+        r["model"], r["variant"], r["mode"], str(r["threads"]), r["target"],
+        _fmt(r["median_ms"]),
+        f"{_fmt(r['p5_ms'])}..{_fmt(r['p95_ms'])}", str(r["runs"] or "-"),
+        _fmt(r["size_mb"]),
+        f"{r['xnnpack_nodes']} ({r['xnnpack_partitions']})"]) + " |")
+  table7 = [r for r in rows if r["model"] == "mobilebert"]
+  if table7:
+    lines += ["", "## Table 7 (MobileBERT): latency relative to LayerNorm + "
+              "gelu", "",
+              "| mode | threads | target | " + " | ".join(VARIANTS) + " |",
+              "| --- | --- | --- | " + " | ".join("---" for _ in VARIANTS)
+              + " |",
+              "| paper (Pixel 4) | 4 | phone | " + " | ".join(
+                  f"{PAPER_TABLE7_MS[v]:.0f} ms ({PAPER_TABLE7_MS[v] / 192:.2f})"
+                  for v in VARIANTS) + " |"]
+    groups = sorted({(r["mode"], r["threads"], r["target"]) for r in table7})
+    for mode, threads, target in groups:
+      at = dict(model="mobilebert", mode=mode, threads=threads,
+                target=target)
+      times = {v: _find(rows, variant=v, **at) for v in VARIANTS}
+      base = times.get("layernorm_gelu")
+      lines.append(f"| {mode} | {threads} | {target} | " + " | ".join(
+          f"{_fmt(t)} ms ({t / base:.2f})" if t and base else _fmt(t)
+          for t in times.values()) + " |")
+  found = checks(rows)
+  if found:
+    lines += ["", "## Checks (issue 7)", ""]
+    lines += [f"- {'PASS' if ok else 'FAIL'}: {what}: {numbers}"
+              for what, ok, numbers in found]
+  return "\n".join(lines) + "\n"
+
+
+def plot(rows, path, seq_length=128):
+  """Bars per model x variant, one per mode, for each thread count (a panel
+  each); whiskers p5..p95. Returns the number of bars."""
+  from android_bench.report import _pyplot, _save  # one plotting setup
+  plt = _pyplot()
+  rows = [r for r in rows if r["median_ms"] is not None]
+  if not rows:
+    return 0
+  threads = sorted({r["threads"] for r in rows})
+  groups = list(dict.fromkeys((r["model"], r["variant"]) for r in rows))
+  modes = [m for m in MODES if any(r["mode"] == m for r in rows)]
+  fig, axes = plt.subplots(len(threads), 1, squeeze=False, figsize=(
+      max(7, 0.9 * len(groups) * max(1, len(modes)) ** 0.5),
+      3.2 * len(threads)))
+  width = 0.8 / len(modes)
+  bars = 0
+  for ax, t in zip(axes[:, 0], threads):
+    for i, mode in enumerate(modes):
+      xs, ys, err = [], [], [[], []]
+      for g, (model, variant) in enumerate(groups):
+        r = next((r for r in rows if (r["model"], r["variant"], r["mode"],
+                                      r["threads"]) == (model, variant, mode,
+                                                        t)
+                  and r["target"] == "host"), None)
+        if r is None:
+          continue
+        xs.append(g + (i - (len(modes) - 1) / 2) * width)
+        ys.append(r["median_ms"])
+        err[0].append(max(0.0, r["median_ms"] - (r["p5_ms"] or
+                                                 r["median_ms"])))
+        err[1].append(max(0.0, (r["p95_ms"] or r["median_ms"]) -
+                          r["median_ms"]))
+      ax.bar(xs, ys, width, yerr=err, capsize=2, label=mode)
+      bars += len(xs)
+    ax.set_yscale("log")
+    ax.set_ylabel(f"ms, {t} thread{'s' if t > 1 else ''}")
+    ax.set_xticks(range(len(groups)))
+    ax.set_xticklabels([f"{m}\n{v}" for m, v in groups], fontsize=7)
+    ax.legend(fontsize="small")
+  axes[0, 0].set_title("LiteRT host latency (median, whiskers p5..p95), "
+                       f"L={seq_length}")
+  fig.tight_layout()
+  _save(fig, path)
+  plt.close(fig)
+  return bars
+
+
+def _cells():
+  unknown = [v for v in FLAGS.variants if v not in VARIANTS]
+  if unknown or not FLAGS.variants:
+    raise BenchmarkError(f"--variants {','.join(FLAGS.variants)}: use "
+                         f"{', '.join(VARIANTS)}")
+  unknown = [m for m in FLAGS.modes if m not in MODES]
+  if unknown or not FLAGS.modes:
+    raise BenchmarkError(f"--modes {','.join(FLAGS.modes)}: use "
+                         f"{', '.join(MODES)}")
+  from tfmodels.configs import shipped_config_names
+  known = set(shipped_config_names()) | {PEER}
+  unknown = [m for m in FLAGS.models if m not in known]
+  if unknown or not FLAGS.models:
+    raise BenchmarkError(f"--models {','.join(FLAGS.models)}: unknown "
+                         f"{unknown}; use config names from tfmodels/configs "
+                         f"or {PEER}")
+  cells = []
+  for model in FLAGS.models:
+    for variant in FLAGS.variants:
+      for mode in FLAGS.modes:
+        if model == PEER and mode == "int8_standard":
+          continue  # the peer's int8 is the standard one already
+        if any(fnmatch.fnmatchcase(f"{model}/{variant}/{mode}", pattern)
+               for pattern in FLAGS.cells):
+          cells.append(Cell(model, variant, mode))
+  if not cells:
+    raise BenchmarkError(f"--cells {','.join(FLAGS.cells)}: no model/"
+                         "variant/mode left to run")
+  return cells
+
+
+def _threads():
+  try:
+    threads = [int(t) for t in FLAGS.threads]
+  except ValueError:
+    raise BenchmarkError(f"--threads {','.join(FLAGS.threads)}: give "
+                         "integers") from None
+  if not threads or min(threads) < 1:
+    raise BenchmarkError("--threads: give thread counts >= 1")
+  return threads
+
+
+def run_benchmark(out):
+  """Plans, converts, times and stages the outputs; returns the rows."""
+  cells = _cells()
+  threads = _threads()
+  if FLAGS.seq_length < 3:
+    raise BenchmarkError(f"--seq_length {FLAGS.seq_length}: at least 3")
+  if FLAGS.num_runs < 1 or FLAGS.repeats < 1:
+    raise BenchmarkError("--num_runs and --repeats must be >= 1")
+  if FLAGS.adb and not (FLAGS.benchmark_binary and
+                        os.path.isfile(FLAGS.benchmark_binary)):
+    raise BenchmarkError("--adb needs --benchmark_binary (LiteRT's "
+                         "benchmark_model for the phone)")
+  if any(c.mode.startswith("int8") for c in cells):
+    if not os.path.exists(FLAGS.calibration_data):
+      raise BenchmarkError(f"--calibration_data {FLAGS.calibration_data}: "
+                           "no such file")
+  out.refuse_existing(OUTPUTS)
+  work_dir = FLAGS.work_dir
+  owned = None
+  if work_dir is None:
+    owned = work_dir = tempfile.mkdtemp(prefix="converters-benchmark-")
+  try:
+    _progress("loading TensorFlow")
+    import tensorflow as tf
+    tf.get_logger().setLevel("ERROR")
+    converted = convert_cells(cells, work_dir, FLAGS.seq_length,
+                              FLAGS.calibration_data, FLAGS.vocab_file,
+                              FLAGS.num_calibration_samples)
+    paths = [converted[c.stem][0] for c in cells]
+    runs = time_files(paths, threads, work_dir)
+    rows = rows_of(cells, converted, runs)
+  finally:
+    if owned:
+      import shutil
+      shutil.rmtree(owned, ignore_errors=True)
+  host = runs[0][1]["device"]
+  notes = [f"- host: {host.get('model') or '?'}, {host.get('cores', '?')} "
+           f"cores; LiteRT {host.get('ai_edge_litert') or ''} (ai_edge_litert)"
+           " with XNNPACK via android_bench's host runner",
+           f"- peer_mobilebert: Model Garden MobileBERTEncoder "
+           f"(tf-models-official) with {FLAGS.peer_config}'s sizes",
+           f"- each cell: {FLAGS.warmup_runs} warm-up + >= {FLAGS.num_runs} "
+           f"runs (>= {FLAGS.min_secs:g} s), {FLAGS.repeats} repeats "
+           "interleaved; median of the repeats' medians",
+           "- random weights, norms drawn around 1 / 0; int8 calibrated on "
+           f"{FLAGS.num_calibration_samples} sentences of "
+           f"{FLAGS.calibration_data}",
+           "- int8: ours = converters/fast_int8.py recipe; int8_standard and "
+           "the peer = the converter's standard output"]
+  command = " ".join(["python -m converters.benchmark"] + sys.argv[1:])
+  out.add("benchmark.json", json.dumps(rows, indent=1) + "\n")
+  out.add("benchmark.md", markdown(rows, command, notes))
+  with tempfile.TemporaryDirectory() as scratch:
+    png = os.path.join(scratch, "benchmark.png")
+    if plot(rows, png, FLAGS.seq_length):
+      with open(png, "rb") as f:
+        out.add("benchmark.png", f.read())
+  return rows
+
+
+def main(argv):
+  if len(argv) > 1:
+    raise app.UsageError(f"unexpected arguments: {' '.join(argv[1:])}")
+  from absl import logging
+  logging.set_verbosity(logging.WARNING)
+  from converters.output_files import OutputFiles
+  try:
+    out = OutputFiles(FLAGS.output_dir, FLAGS.overwrite)
+  except ValueError as e:
+    sys.exit(f"error: {e}")
+  try:
+    rows = run_benchmark(out)
+    written = out.commit()
+  except BaseException as e:
+    out.discard()
+    if not isinstance(e, (ValueError, OSError)):
+      raise
+    sys.exit(f"error: {str(e).strip().splitlines()[0]}")
+  failed = [r for r in rows if r["median_ms"] is None]
+  print(f"wrote {', '.join(written)}")
+  if failed:
+    sys.exit(f"error: {len(failed)} cells have no timing (see "
+             f"{os.path.join(FLAGS.output_dir, 'benchmark.md')})")
+
+
+def run():
+  app.run(main)
+
+
+if __name__ == "__main__":
+  run()

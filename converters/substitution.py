@@ -1,0 +1,318 @@
+"""Op substitution before conversion: LayerNorm -> NoNorm, gelu -> relu.
+
+MobileBERT's operational optimizations (paper section 3.3, Table 7) made
+latency 3x lower, but they are trained in. This applies them to any of our
+already trained encoders as a conversion step:
+
+  * each LayerNorm becomes a NoNorm (gamma * h + beta) whose gamma / beta are
+    fitted per channel by least squares on calibration data, so that it
+    approximates the LayerNorm on the activations it actually sees: the
+    regression of the original LayerNorm's output on the substituted model's
+    input to that norm, refitted for `rounds` passes so that later norms see
+    the drift of earlier ones;
+  * gelu becomes relu (the config's hidden_act; no parameters).
+
+The substituted model has the same variables (LayerNorm and NoNorm both hold
+`gamma` and `beta`), so it is built from the changed config and loaded from
+the original's weights. `recover` then distils it from the original with our
+feature-map and attention-transfer losses (tfmodels/distillation/losses.py)
+for a few steps.
+
+    spec = parse_spec("layernorm=nonorm,gelu=relu")
+    student, config, fit = substitute(model, config, head, spec, features)
+    history = recover(model, student, features, steps=200)
+"""
+
+import numpy as np
+import tensorflow as tf
+import tf_keras as keras
+
+from tfmodels.layers.normalization import NoNorm
+
+# What can be substituted: {op: (replacement, config field, old, new value)}.
+SUBSTITUTIONS = {
+    "layernorm": ("nonorm", "normalization_type", "layer_norm", "no_norm"),
+    "gelu": ("relu", "hidden_act", "gelu", "relu"),
+}
+
+
+class SubstitutionError(ValueError):
+  """A substitution that cannot be applied (one line)."""
+
+
+def parse_spec(text):
+  """"layernorm=nonorm,gelu=relu" -> {"layernorm": "nonorm", ...}."""
+  spec = {}
+  for item in filter(None, (s.strip() for s in (text or "").split(","))):
+    old, _, new = item.partition("=")
+    if old not in SUBSTITUTIONS or SUBSTITUTIONS[old][0] != new:
+      raise SubstitutionError(
+          f"--substitute {text}: {item!r} is not one of "
+          + ", ".join(f"{k}={v[0]}" for k, v in SUBSTITUTIONS.items()))
+    spec[old] = new
+  if not spec:
+    raise SubstitutionError(f"--substitute {text!r}: nothing to substitute")
+  return spec
+
+
+def substituted_config(config, spec):
+  """The config with the substitutions; refuses ones with nothing to do."""
+  changes = {}
+  for old in spec:
+    _, field, before, after = SUBSTITUTIONS[old]
+    if getattr(config, field) != before:
+      raise SubstitutionError(
+          f"--substitute {old}={spec[old]}: the model's {field} is "
+          f"{getattr(config, field)!r}, not {before!r}")
+    changes[field] = after
+  return config.replace(**changes)
+
+
+class _NormStatistics:
+  """Per-channel sums of x, x^2, y, x*y over real tokens, per norm layer."""
+
+  def __init__(self):
+    self.sums = {}
+    self.token_weights = None  # [B, T, 1] of the batch being run
+
+  def add(self, key, x, y):
+    w = self.token_weights
+    x = tf.cast(x, tf.float64)
+    y = tf.cast(y, tf.float64)
+    axes = list(range(len(x.shape) - 1))
+    if w is None or len(x.shape) != 3:
+      w = tf.ones_like(x[..., :1])
+    parts = [tf.reduce_sum(w * v, axes).numpy()
+             for v in (tf.ones_like(x[..., :1]), x, x * x, y, x * y)]
+    old = self.sums.get(key)
+    self.sums[key] = parts if old is None else [a + b for a, b in
+                                                zip(old, parts)]
+
+  def fit(self, key):
+    """(gamma, beta) of the per-channel least-squares line y = g x + b."""
+    n, sx, sxx, sy, sxy = self.sums[key]
+    variance = n * sxx - sx * sx
+    gamma = np.where(variance > 1e-12 * n * n,
+                     (n * sxy - sx * sy) / np.maximum(variance, 1e-300), 0.0)
+    beta = (sy - gamma * sx) / n
+    return gamma.astype(np.float32), beta.astype(np.float32)
+
+
+def _norm_layers(model, kind):
+  """{gamma variable name: layer} of the model's `kind` norm layers."""
+  return {layer.gamma.name: layer for layer in model.submodules
+          if isinstance(layer, kind)}
+
+
+def _record(layers, statistics, target=None):
+  """Patches each layer's call to hand (input, output) to the statistics;
+  with `target` ({key: outputs list}) the output recorded is the target's.
+  Returns a function that undoes the patch."""
+  originals = {}
+  for key, layer in layers.items():
+    originals[key] = layer.call
+
+    def call(inputs, *args, _key=key, _call=layer.call, **kwargs):
+      outputs = _call(inputs, *args, **kwargs)
+      if target is None:
+        statistics.add(_key, inputs, outputs)
+      else:
+        statistics.add(_key, inputs, target[_key].pop(0))
+      return outputs
+    layer.call = call
+
+  def undo():
+    for key, layer in layers.items():
+      layer.call = originals[key]
+  return undo
+
+
+def _batches(features, batch_size):
+  n = len(features["input_ids"])
+  for start in range(0, n, batch_size):
+    yield {k: tf.constant(v[start:start + batch_size])
+           for k, v in features.items()}
+
+
+def _call_outputs(model, layers, batch):
+  """{key: [output per call, in call order]} of `layers` on one batch."""
+  outputs = {key: [] for key in layers}
+  originals = {}
+  for key, layer in layers.items():
+    originals[key] = layer.call
+
+    def call(inputs, *args, _key=key, _call=layer.call, **kwargs):
+      result = _call(inputs, *args, **kwargs)
+      outputs[_key].append(result)
+      return result
+    layer.call = call
+  try:
+    model(batch, training=False)
+  finally:
+    for key, layer in layers.items():
+      layer.call = originals[key]
+  return outputs
+
+
+def _assign(no_norms, statistics):
+  for key, layer in no_norms.items():
+    gamma, beta = statistics.fit(key)
+    layer.gamma.assign(gamma)
+    layer.beta.assign(beta)
+
+
+def fit_nonorms(original, student, features, rounds=2, batch_size=8):
+  """Fits every NoNorm of `student` that replaced a LayerNorm of `original`
+  (matched by variable name) to that LayerNorm; returns how many.
+
+  First each NoNorm is fitted on the original's own (input, output) pairs
+  of its LayerNorm; then, `rounds` times, on the student's inputs to it
+  against the original's outputs, so later norms absorb the drift of
+  earlier ones. Only real tokens (input_mask 1) count.
+  """
+  layer_norms = _norm_layers(original, keras.layers.LayerNormalization)
+  no_norms = {k: v for k, v in _norm_layers(student, NoNorm).items()
+              if k in layer_norms}
+  if not no_norms:
+    return 0
+  for round_ in range(rounds + 1):
+    statistics = _NormStatistics()
+    recorder = layer_norms if round_ == 0 else no_norms
+    for batch in _batches(features, batch_size):
+      statistics.token_weights = tf.cast(batch["input_mask"],
+                                         tf.float64)[..., None]
+      targets = None if round_ == 0 else _call_outputs(
+          original, layer_norms, batch)
+      undo = _record(recorder, statistics, targets)
+      try:
+        (original if round_ == 0 else student)(batch, training=False)
+      finally:
+        undo()
+    _assign(no_norms, statistics)
+  return len(no_norms)
+
+
+def norm_fit_errors(original, student, features, batch_size=16):
+  """{norm variable: mean squared error of the student's NoNorm output
+  against the original LayerNorm's, on the same student inputs}, and the
+  same error for an identity NoNorm (gamma 1, beta 0) as a yardstick."""
+  layer_norms = _norm_layers(original, keras.layers.LayerNormalization)
+  no_norms = {k: v for k, v in _norm_layers(student, NoNorm).items()
+              if k in layer_norms}
+  errors = {}
+  inputs = {key: [] for key in no_norms}
+  undo_list = []
+  for key, layer in no_norms.items():
+    original_call = layer.call
+
+    def call(x, *args, _key=key, _call=original_call, **kwargs):
+      inputs[_key].append(x)
+      return _call(x, *args, **kwargs)
+    layer.call = call
+    undo_list.append((layer, original_call))
+  try:
+    for batch in _batches(features, batch_size):
+      student(batch, training=False)
+  finally:
+    for layer, call in undo_list:
+      layer.call = call
+  for key, layer in no_norms.items():
+    reference = layer_norms[key]
+    fitted = identity = count = 0.0
+    for x in inputs[key]:
+      want = reference.call(x)
+      fitted += float(tf.reduce_sum(tf.square(layer.call(x) - want)))
+      identity += float(tf.reduce_sum(tf.square(x - want)))
+      count += float(tf.size(want))
+    errors[key] = {"fitted": fitted / count, "identity": identity / count}
+  return errors
+
+
+def substitute(original, config, head, spec, features, rounds=2):
+  """(student model, its config, fit facts) with the substitutions applied.
+
+  Args:
+    original: our task model (or encoder) built from `config`.
+    config: its ModelConfig.
+    head: tfmodels.checkpoints.model_dir.Head of `original`.
+    spec: parse_spec's dict.
+    features: our feature dict of calibration examples.
+  """
+  from tfmodels.checkpoints.model_dir import build_model
+  new_config = substituted_config(config, spec)
+  student = build_model(new_config, head)
+  weights = original.get_weights()
+  if [w.shape for w in student.weights] != [w.shape for w in weights]:
+    raise SubstitutionError("the substituted model's variables do not line "
+                            "up with the original's")
+  student.set_weights(weights)
+  facts = {"substitutions": dict(spec), "fitted_norms": 0}
+  if "layernorm" in spec:
+    facts["fitted_norms"] = fit_nonorms(original, student, features, rounds)
+  return student, new_config, facts
+
+
+def distillation_loss(teacher_out, student_out, input_mask):
+  """Feature-map transfer on every hidden state (and the embeddings) plus
+  attention transfer on every layer's scores, summed (MobileBERT eqs. 2-3)."""
+  from tfmodels.distillation import losses
+  pairs = list(zip(teacher_out["hidden_states"], student_out["hidden_states"]))
+  pairs.append((teacher_out["embedding_output"],
+                student_out["embedding_output"]))
+  feature_map = tf.add_n([losses.feature_map_mse(t, s, input_mask)
+                          for t, s in pairs])
+  attention = tf.add_n([
+      losses.attention_transfer_loss(t, s, input_mask) for t, s in zip(
+          teacher_out["attention_scores"], student_out["attention_scores"])])
+  return feature_map, attention
+
+
+def recover(original, student, features, steps, batch_size=16,
+            learning_rate=1e-4, seed=0, log=None, eval_features=None):
+  """Distils `student`'s encoder from `original`'s for `steps` Adam steps on
+  random batches of `features`; returns {"loss_before", "loss_after",
+  "feature_map_before", ...}: the distillation loss on `eval_features`
+  (default: all of `features`) before and after."""
+  from tfmodels.checkpoints.model_dir import encoder_of
+  teacher, pupil = encoder_of(original), encoder_of(student)
+  optimizer = keras.optimizers.Adam(learning_rate)
+
+  def loss_on(batch):
+    t = teacher(batch, training=False)
+    s = pupil(batch, training=False)
+    fm, at = distillation_loss(t, s, batch["input_mask"])
+    return fm, at
+
+  def evaluate():
+    totals = np.zeros(2)
+    n = 0
+    for batch in _batches(eval_features or features, batch_size):
+      fm, at = loss_on(batch)
+      rows = int(batch["input_ids"].shape[0])
+      totals += rows * np.array([float(fm), float(at)])
+      n += rows
+    return totals / n
+
+  @tf.function
+  def train_step(batch):
+    with tf.GradientTape() as tape:
+      fm, at = loss_on(batch)
+      loss = fm + at
+    variables = pupil.trainable_variables
+    optimizer.apply_gradients(zip(tape.gradient(loss, variables), variables))
+    return loss
+
+  before = evaluate()
+  rng = np.random.default_rng(seed)
+  n = len(features["input_ids"])
+  for step in range(steps):
+    rows = rng.choice(n, min(batch_size, n), replace=False)
+    loss = train_step({k: tf.constant(v[rows]) for k, v in features.items()})
+    if log and (step + 1) % max(1, steps // 5) == 0:
+      log(f"recovery step {step + 1}/{steps}: loss {float(loss):.4g}")
+  after = evaluate() if steps else before
+  return {"steps": steps, "feature_map_before": float(before[0]),
+          "attention_before": float(before[1]),
+          "feature_map_after": float(after[0]),
+          "attention_after": float(after[1]),
+          "loss_before": float(before.sum()), "loss_after": float(after.sum())}

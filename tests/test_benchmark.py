@@ -1,0 +1,170 @@
+"""converters/benchmark.py on tiny configs: converts, times through
+android_bench's host runner and writes the JSON / Markdown / PNG schema."""
+
+import json
+import os
+import string
+import subprocess
+import sys
+
+import pytest
+
+from fixtures.converters import tiny_models
+
+REPO = tiny_models.REPO
+
+
+def _vocab(path):
+  """A 100-token WordPiece vocab (tiny configs have vocab_size 100)."""
+  tokens = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
+  tokens += list(string.ascii_lowercase + string.digits + ".,;:'\"-()!?")
+  tokens += ("the of and to in is that for it as was with be by on not he "
+             "this are or his from at which but have an they you were her "
+             "she there been").split()
+  path.write_text("\n".join(tokens[:100]) + "\n")
+  return path
+
+
+def _run(*args):
+  return subprocess.run(
+      [sys.executable, "-m", "converters.benchmark", *map(str, args)],
+      capture_output=True, text=True, env=tiny_models.env(), cwd=REPO)
+
+
+@pytest.fixture(scope="module")
+def bench(tmp_path_factory):
+  base = tmp_path_factory.mktemp("bench")
+  out, work = base / "out", base / "work"
+  result = _run(
+      "--output_dir", out, "--work_dir", work, "--models", "tiny_mobilebert",
+      "--variants", "nonorm_relu,layernorm_gelu",
+      "--modes", "float32,int8,int8_standard", "--threads", "2",
+      "--seq_length", 32, "--num_runs", 3, "--min_secs", 0.05,
+      "--warmup_runs", 1, "--repeats", 2, "--num_calibration_samples", 8,
+      "--vocab_file", _vocab(base / "vocab.txt"))
+  assert result.returncode == 0, result.stderr[-3000:]
+  return out, work, json.loads((out / "benchmark.json").read_text())
+
+
+def test_rows_cover_the_matrix_with_the_schema(bench):
+  out, work, rows = bench
+  keys = {(r["model"], r["variant"], r["mode"], r["threads"]) for r in rows}
+  assert keys == {("tiny_mobilebert", v, m, t)
+                  for v in ("nonorm_relu", "layernorm_gelu")
+                  for m in ("float32", "int8", "int8_standard")
+                  for t in (2,)}
+  for r in rows:
+    assert r["target"] == "host"
+    assert 0 < r["p5_ms"] <= r["median_ms"] <= r["p95_ms"]
+    assert r["repeats"] == 2 and r["runs"] >= 6  # 2 repeats x >= 3 runs
+    path = work / "models" / f"{r['model']}_{r['variant']}_{r['mode']}.tflite"
+    assert r["size_mb"] == pytest.approx(path.stat().st_size / 1e6, abs=1e-3)
+  size = {(r["variant"], r["mode"]): r["size_mb"] for r in rows}
+  assert size[("nonorm_relu", "int8")] < 0.8 * size[("nonorm_relu",
+                                                      "float32")]
+
+
+def test_our_int8_runs_in_one_xnnpack_partition(bench):
+  _, _, rows = bench
+  by = {(r["variant"], r["mode"]): r for r in rows}
+  for variant in ("nonorm_relu", "layernorm_gelu"):
+    ours = by[(variant, "int8")]
+    assert ours["xnnpack_partitions"] == 1
+    assert ours["recipe"]["refused"] == {}
+    assert ours["recipe"]["symmetric_tensors"] > 0
+  # The converter's own output leaves LayerNorm / gelu / softmax to LiteRT's
+  # kernels, which splits the graph.
+  assert by[("layernorm_gelu", "int8_standard")]["xnnpack_partitions"] > 5
+
+
+def test_markdown_and_plot(bench):
+  out, _, rows = bench
+  text = (out / "benchmark.md").read_text()
+  assert "Command: `python -m converters.benchmark --output_dir" in text
+  assert "| model | variant | mode | threads | target | median ms |" in text
+  assert text.count("| tiny_mobilebert |") == len(rows)
+  png = (out / "benchmark.png").read_bytes()
+  assert png[:8] == b"\x89PNG\r\n\x1a\n" and len(png) > 5000
+
+
+def test_rerun_reuses_the_cache_and_refuses_existing_outputs(bench, tmp_path):
+  out, work, _ = bench
+  common = ["--work_dir", work, "--models", "tiny_mobilebert", "--variants",
+            "nonorm_relu,layernorm_gelu", "--modes", "float32,int8",
+            "--cells", "*/nonorm_relu/float32", "--threads", "1",
+            "--seq_length", 32, "--num_runs", 2, "--min_secs", 0.01,
+            "--repeats", 1]
+  refused = _run("--output_dir", out, *common)
+  assert refused.returncode != 0
+  assert refused.stderr.strip().splitlines()[-1] == (
+      f"error: {out / 'benchmark.json'} exists (pass --overwrite)")
+  before = os.path.getmtime(work / "models" /
+                            "tiny_mobilebert_nonorm_relu_float32.tflite")
+  again = _run("--output_dir", tmp_path / "again", *common)
+  assert again.returncode == 0, again.stderr[-2000:]
+  assert "converting" not in again.stdout  # cached
+  rows = json.loads((tmp_path / "again" / "benchmark.json").read_text())
+  assert [(r["variant"], r["mode"]) for r in rows] == [("nonorm_relu",
+                                                        "float32")]
+  assert os.path.getmtime(work / "models" /
+                          "tiny_mobilebert_nonorm_relu_float32.tflite") == (
+                              before)
+
+
+@pytest.mark.parametrize("flag, value, message", [
+    ("--variants", "nonorm_tanh", "--variants nonorm_tanh: use"),
+    ("--modes", "float16", "--modes float16: use"),
+    ("--models", "no_such_model", "unknown ['no_such_model']"),
+    ("--threads", "0", "--threads: give thread counts >= 1"),
+    ("--cells", "bert_base/*/*", "--cells bert_base/*/*: no model")])
+def test_bad_flags_fail_with_one_line_and_no_outputs(tmp_path, flag, value,
+                                                     message):
+  out = tmp_path / "out"
+  result = _run("--output_dir", out, "--models", "tiny_mobilebert", flag,
+                value)
+  assert result.returncode != 0
+  last = result.stderr.strip().splitlines()[-1]
+  assert last.startswith("error:") and message in last, last
+  assert not out.exists()
+
+
+def test_xnnpack_int8_is_as_accurate_as_the_standard_int8(bench):
+  """Float islands and symmetric K / V must not cost accuracy: against the
+  float32 file, our int8 errs no more than the converter's own int8."""
+  import numpy as np
+  from converters.runtime import LiteRTModel
+  _, work, _ = bench
+  rng = np.random.default_rng(0)
+  ids = rng.integers(5, 100, (8, 32)).astype(np.int32)
+  mask = np.ones_like(ids)
+  mask[4:, 20:] = 0
+  inputs = {"ids": ids * mask, "mask": mask, "segment_ids": 0 * ids}
+  for variant in ("nonorm_relu", "layernorm_gelu"):
+    out = {mode: LiteRTModel((work / "models" / (
+        f"tiny_mobilebert_{variant}_{mode}.tflite")).read_bytes()).run_batch(
+            inputs)["sequence_output"]
+           for mode in ("float32", "int8", "int8_standard")}
+    ours = np.abs(out["int8"] - out["float32"]).mean()
+    standard = np.abs(out["int8_standard"] - out["float32"]).mean()
+    scale = np.abs(out["float32"]).mean()
+    assert ours < 0.1 * scale, variant
+    assert ours <= 1.25 * standard, (variant, ours, standard)
+
+
+def test_peer_mobilebert_converts_the_standard_way(tmp_path):
+  pytest.importorskip("official.nlp.modeling.networks")
+  out = tmp_path / "out"
+  result = _run(
+      "--output_dir", out, "--work_dir", tmp_path / "work", "--models",
+      "peer_mobilebert", "--peer_config", "tiny_mobilebert", "--variants",
+      "nonorm_relu", "--modes", "float32,int8", "--threads", "1",
+      "--seq_length", 32, "--num_runs", 2, "--min_secs", 0.01, "--repeats",
+      1, "--num_calibration_samples", 4, "--vocab_file",
+      _vocab(tmp_path / "vocab.txt"))
+  assert result.returncode == 0, result.stderr[-3000:]
+  rows = json.loads((out / "benchmark.json").read_text())
+  assert {(r["model"], r["mode"]) for r in rows} == {
+      ("peer_mobilebert", "float32"), ("peer_mobilebert", "int8")}
+  assert all(r["median_ms"] > 0 for r in rows)
+  int8 = next(r for r in rows if r["mode"] == "int8")
+  assert int8["recipe"] is None  # the converter's standard int8

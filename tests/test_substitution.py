@@ -1,0 +1,195 @@
+"""Op substitution (converters/substitution.py) and convert_tflite --substitute.
+
+A fitted NoNorm approximates its LayerNorm far better than an identity one;
+distillation lowers the feature-map loss of the substituted model; and the
+converter, on a fine-tuned tiny BERT (LayerNorm + gelu) classifier, reports
+the metric before substitution, right after it and after recovery, and
+converts the substituted model (no LayerNorm or gelu ops left).
+"""
+
+import json
+import os
+
+import numpy as np
+import pytest
+import tensorflow as tf
+import tf_keras as keras
+
+from converters import substitution
+from fixtures.converters import tiny_models
+from tfmodels.checkpoints.model_dir import Head, build_model
+from tfmodels.configs import load_config
+
+
+def _random_norm_model(config_name="tiny_mobilebert"):
+  """A span model in LayerNorm + gelu with norm parameters away from 1 / 0
+  (as after training), and features with padding."""
+  config = load_config(config_name).replace(normalization_type="layer_norm",
+                                            hidden_act="gelu")
+  keras.utils.set_random_seed(0)
+  model = build_model(config, Head("span"))
+  rng = np.random.default_rng(0)
+  for v in model.variables:
+    if v.name.endswith(("gamma:0", "beta:0")):
+      center = 1.0 if "gamma" in v.name else 0.0
+      v.assign(center + 0.2 * rng.standard_normal(v.shape))
+  n, length = 48, 24
+  ids = rng.integers(5, config.vocab_size, (n, length)).astype(np.int32)
+  mask = np.ones((n, length), np.int32)
+  for row in range(n):
+    mask[row, rng.integers(5, length):] = 0
+  features = {"input_ids": ids * mask, "input_mask": mask,
+              "segment_ids": np.zeros_like(ids)}
+  return model, config, features
+
+
+@pytest.fixture(scope="module")
+def substituted():
+  model, config, features = _random_norm_model()
+  spec = substitution.parse_spec("layernorm=nonorm,gelu=relu")
+  student, new_config, facts = substitution.substitute(
+      model, config, Head("span"), spec, features)
+  return model, student, new_config, facts, features
+
+
+def test_fitted_nonorm_approximates_layernorm_better_than_identity(
+    substituted):
+  model, student, new_config, facts, features = substituted
+  assert (new_config.normalization_type, new_config.hidden_act) == (
+      "no_norm", "relu")
+  # tiny_mobilebert: embeddings + 2 layers x (bottleneck in, shared q/k,
+  # attention, 2 FFNs, bottleneck out) = 13 norms.
+  assert facts["fitted_norms"] == 13
+  errors = substitution.norm_fit_errors(model, student, features)
+  assert len(errors) == 13
+  for name, e in errors.items():
+    assert e["fitted"] < e["identity"], name
+  fitted = np.mean([e["fitted"] for e in errors.values()])
+  identity = np.mean([e["identity"] for e in errors.values()])
+  assert fitted < 0.3 * identity
+
+
+def test_least_squares_line_per_channel():
+  stats = substitution._NormStatistics()  # pylint: disable=protected-access
+  x = np.random.default_rng(1).normal(size=(4, 5, 3))
+  y = x * np.array([2.0, -1.0, 0.5]) + np.array([0.1, 0.2, -0.3])
+  stats.add("k", tf.constant(x), tf.constant(y))
+  gamma, beta = stats.fit("k")
+  np.testing.assert_allclose(gamma, [2.0, -1.0, 0.5], atol=1e-5)
+  np.testing.assert_allclose(beta, [0.1, 0.2, -0.3], atol=1e-5)
+
+
+def test_recovery_lowers_the_feature_map_loss(substituted):
+  model, student, _, _, features = substituted
+  history = substitution.recover(model, student, features, steps=60,
+                                 batch_size=16, learning_rate=1e-3)
+  assert history["feature_map_after"] < 0.5 * history["feature_map_before"]
+  assert history["loss_after"] < history["loss_before"]
+  # The encoder inside the task model is what was trained.
+  out_t = model(features)["sequence_output"]
+  out_s = student(features)["sequence_output"]
+  assert float(tf.reduce_mean(tf.square(out_t - out_s))) < history[
+      "feature_map_before"]
+
+
+def test_bad_specs_are_refused():
+  with pytest.raises(substitution.SubstitutionError, match="not one of"):
+    substitution.parse_spec("layernorm=relu")
+  with pytest.raises(substitution.SubstitutionError, match="nothing"):
+    substitution.parse_spec(" , ")
+  with pytest.raises(substitution.SubstitutionError,
+                     match="normalization_type is 'no_norm'"):
+    substitution.substituted_config(load_config("tiny_mobilebert"),
+                                    {"layernorm": "nonorm"})
+
+
+@pytest.fixture(scope="module")
+def bert_classifier(tmp_path_factory):
+  """tiny_bert (LayerNorm + gelu) fine-tuned on the spam slice."""
+  from tfmodels.checkpoints.model_dir import save_model_dir
+  from tfmodels.tokenization import WordPieceTokenizer
+  from tfmodels.training.tasks import make_task
+  base = tmp_path_factory.getbasetemp()
+  data = tiny_models.spam_data(base)
+
+  def build(path):
+    tokenizer = WordPieceTokenizer(tiny_models.VOCAB)
+    task = make_task("spam", data, tokenizer, tiny_models.SEQ_LENGTH)
+    features = task.features("train")
+    config = load_config("tiny_bert").replace(vocab_size=len(tokenizer))
+    keras.utils.set_random_seed(0)
+    model = build_model(config, task.head())
+    optimizer = keras.optimizers.Adam(3e-3)
+    rng = np.random.default_rng(0)
+    for _ in range(80):
+      rows = rng.choice(len(features["input_ids"]), 32, replace=False)
+      batch = {k: tf.constant(v[rows]) for k, v in features.items()}
+      with tf.GradientTape() as tape:
+        loss, _ = task.loss(model, batch)
+      variables = model.trainable_variables
+      optimizer.apply_gradients(zip(tape.gradient(loss, variables),
+                                    variables))
+    save_model_dir(model, config, task.head(), path)
+  return tiny_models.cached(base, "bert_classifier", build), data
+
+
+def test_convert_tflite_substitutes_and_reports_each_stage(bert_classifier,
+                                                           tmp_path):
+  model_dir, data = bert_classifier
+  out = tmp_path / "out"
+  result = tiny_models.run_converter(
+      "--model_dir", model_dir, "--task", "spam", "--data_dir", data,
+      "--output_dir", out, "--name", "spam", "--modes", "float32,int8",
+      "--max_seq_length", tiny_models.SEQ_LENGTH,
+      "--vocab_file", tiny_models.VOCAB, "--num_calibration_samples", 32,
+      "--substitute", "layernorm=nonorm,gelu=relu", "--recover_steps", 150,
+      "--recover_learning_rate", "2e-3", "--int8_recipe", "xnnpack")
+  assert result.returncode == 0, result.stderr[-3000:]
+  report = json.loads((out / "spam_report.json").read_text())
+  facts = report["substitution"]
+  assert facts["substitutions"] == {"layernorm": "nonorm", "gelu": "relu"}
+  # tiny_bert: embeddings + 2 layers x (attention, FFN) = 5 LayerNorms.
+  assert facts["fitted_norms"] == 5
+  assert facts["norm_fit_mse"]["fitted"] < facts["norm_fit_mse"]["identity"]
+  recovery = facts["recovery"]
+  assert recovery["steps"] == 150
+  assert recovery["loss_after"] < recovery["loss_before"]
+  points = facts["headline"]
+  assert set(points) == {"original", "substituted", "recovered"}
+  assert all(0 <= v <= 100 for v in points.values())
+  # Recovery gets back at least what substitution alone kept.
+  assert points["recovered"] >= points["substituted"] - 2.0
+  # The report judges TFLite against the recovered Keras model.
+  assert report["keras"]["metric"]["points"] == pytest.approx(
+      points["recovered"])
+  float32 = report["modes"]["float32"]
+  assert float32["difference"]["max_abs"] < 1e-4
+  assert report["int8_recipe"] == "xnnpack"
+  assert report["modes"]["int8"]["metric"]["drop"] <= 5.0
+  # The substituted int8 graph has no LayerNorm / gelu islands left: only
+  # attention's softmax (with its mask) stays float.
+  int8_float = set(report["modes"]["int8"]["float_ops"])
+  assert "SOFTMAX" in int8_float and not int8_float & {"RSQRT", "GELU"}
+  for op in ("MEAN", "RSQRT", "SQUARED_DIFFERENCE", "GELU"):
+    assert op not in float32["ops"]
+  card = json.loads((out / "spam_float32.model_card.json").read_text())
+  assert card["config"]["normalization_type"] == "no_norm"
+  assert card["config"]["hidden_act"] == "relu"
+  markdown = (out / "spam_report.md").read_text()
+  assert "## Op substitution" in markdown and "recovered (Keras)" in markdown
+
+
+def test_substitution_flags_are_checked_before_work(bert_classifier, tmp_path):
+  model_dir, data = bert_classifier
+  out = tmp_path / "bad"
+  for args, message in [
+      (["--recover_steps", 5], "--recover_steps needs --substitute"),
+      (["--substitute", "gelu=nonorm"], "not one of")]:
+    result = tiny_models.run_converter(
+        "--model_dir", model_dir, "--task", "spam", "--data_dir", data,
+        "--output_dir", out, "--vocab_file", tiny_models.VOCAB,
+        "--max_seq_length", tiny_models.SEQ_LENGTH, *args)
+    assert result.returncode != 0
+    lines = result.stderr.strip().splitlines()
+    assert lines[-1].startswith("error:") and message in lines[-1], lines[-1]
+    assert not os.path.exists(out) or not os.listdir(out)

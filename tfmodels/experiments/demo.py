@@ -1,0 +1,107 @@
+"""The whole project end to end on the shipped data: `make demo`.
+
+    python -m tfmodels.experiments.demo [--output_dir demo_output] [--tiny] \
+        [--force STAGES] [--jobs 2] [--benchmark_binary ANDROID_BENCHMARK_MODEL]
+
+Seven stages, each one or more commands of this project (the log prints
+every command, so any step can be re-run by hand):
+  1. data       pre-training shards from data/pretraining (train, held-out);
+  2. teacher    a small IB-BERT (LayerNorm, gelu) pre-trained with MLM + NSP;
+  3. students   a MobileBERT (NoNorm, relu, same feature-map width) distilled
+                from it by PKT + PD, and the same student from scratch with
+                the same step budget; `evaluate` scores all three on the
+                held-out shards (stage `evaluate`);
+  4. finetune   the three fine-tuned on QA (data/wordnet_qa) and spam;
+  5. convert    `convert_tflite` to float32 and full int8, validated against
+                Keras (outputs and the task metric);
+  6. benchmark  `android_bench` on the host, and on a phone when one is
+                attached and --benchmark_binary names LiteRT's Android
+                benchmark_model;
+  7. app        the int8 QA model + vocab where the Android app's build
+                takes them (OUTPUT_DIR/app_assets), and real questions
+                answered by the app's Python twin.
+Then `demo_report` writes OUTPUT_DIR/REPORT.md with its figures.
+
+A finished step is skipped on the next run (`tfmodels/pipeline.py`);
+deleting a step's output directory re-runs it and the steps that read it;
+`--force` re-runs stages or steps by name. Steps whose inputs are ready run
+two at a time (`--jobs`); the benchmark runs alone. `--tiny` is the same
+chain with tiny models on slices of the data (the test), numbers
+meaningless.
+"""
+
+import json
+import os
+import sys
+import time
+
+from absl import app, flags
+
+from tfmodels.experiments.demo_steps import (SCALES, STAGES, DemoError,
+                                             Layout, build_steps, check_plan,
+                                             data_dirs, expand_force,
+                                             find_phone)
+from tfmodels.pipeline import StepError, run_steps
+
+FLAGS = flags.FLAGS
+flags.DEFINE_string("output_dir", "demo_output", "Where everything goes.")
+flags.DEFINE_bool("tiny", False, "Tiny models and data slices (for tests).")
+flags.DEFINE_list("force", [], "Stages or steps to re-run even if done "
+                  "(see --helpfull for the names), e.g. convert,report.")
+flags.DEFINE_integer("jobs", 2, "Steps run side by side.")
+flags.DEFINE_string("benchmark_binary", None, "LiteRT's benchmark_model for "
+                    "the phone's ABI: with it, and a device in `adb "
+                    "devices`, the models are also benchmarked on the phone.")
+flags.DEFINE_string("serial", None, "adb serial when several devices are "
+                    "attached.")
+
+
+def main(argv):
+  if len(argv) > 1:
+    raise app.UsageError(f"unexpected arguments: {' '.join(argv[1:])}")
+  if FLAGS.jobs < 1:
+    raise app.UsageError("--jobs must be >= 1")
+  began = time.time()
+  scale_name = "tiny" if FLAGS.tiny else "full"
+  scale = SCALES[scale_name]
+  layout = Layout(os.path.abspath(FLAGS.output_dir))
+  if os.path.exists(layout.out) and not os.path.isdir(layout.out):
+    raise app.UsageError(f"--output_dir {layout.out}: not a directory")
+  try:
+    force = expand_force(FLAGS.force)
+    record = check_plan(layout, scale_name, scale)
+    phone, no_phone = find_phone(FLAGS.benchmark_binary, FLAGS.serial)
+  except DemoError as e:
+    raise app.UsageError(str(e)) from None
+  os.makedirs(layout.out, exist_ok=True)
+  steps = build_steps(scale, layout, phone)
+  record.update(phone=phone, no_phone=no_phone,
+                task_data=data_dirs(scale, layout)[1],
+                steps=[{"name": s.name, "output": s.output,
+                        "command": s.describe()} for s in steps],
+                stages={k: [n for n in v if n in {s.name for s in steps}]
+                        for k, v in STAGES.items()})
+  with open(layout.plan + ".partial", "w") as f:
+    json.dump(record, f, indent=2)
+  os.replace(layout.plan + ".partial", layout.plan)
+  if not os.path.exists(layout.report):
+    force.add("report")
+  print(f"demo ({scale_name}): {len(steps)} steps in {layout.out}, "
+        f"{FLAGS.jobs} at a time", flush=True)
+  try:
+    run_steps(steps, force=force, jobs=FLAGS.jobs,
+              log=lambda line: print(line, flush=True))
+  except StepError as e:
+    sys.exit(f"error: {e}")
+  except KeyboardInterrupt:
+    sys.exit("interrupted; run the same command again to resume")
+  print(f"\ndemo finished in {time.time() - began:.0f} s; the report is "
+        f"{layout.report}")
+
+
+def run():
+  app.run(main)
+
+
+if __name__ == "__main__":
+  run()

@@ -1,0 +1,158 @@
+"""The demo's last stage: hand the QA model to the Android app, and ask it.
+
+    python -m tfmodels.experiments.demo_app --model pkt_qa_int8.tflite \
+        --vocab data/vocab/uncased_vocab.txt --qa_dir data/wordnet_qa \
+        --questions 3 --output_dir demo_output/app_assets
+
+Copies the model and vocabulary into --output_dir under the names the app
+reads (qa_model.tflite, vocab.txt; the Gradle build's -PqaModel / -PqaVocab
+point there, see the README.md written beside them), then answers real
+held-out questions with the app's Python twin
+(`python -m android_bench.qa_demo`, one process per question, as a user
+would run it) and writes answers.json: question, passage, gold answers, the
+twin's answer, its exact match / F1 and the model time it printed.
+"""
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+
+from absl import app, flags
+
+from tfmodels.data import squad
+
+FLAGS = flags.FLAGS
+flags.DEFINE_string("model", None, "Converted QA model (.tflite).")
+flags.DEFINE_string("vocab", None, "Its vocab.txt.")
+flags.DEFINE_string("qa_dir", None, "SQuAD-format directory; questions come "
+                    "from its dev split.")
+flags.DEFINE_integer("questions", 3, "Questions to ask.")
+flags.DEFINE_string("output_dir", None, "Where the app's files go.")
+for _name in ("model", "vocab", "qa_dir", "output_dir"):
+  flags.mark_flag_as_required(_name)
+
+MODEL_NAME, VOCAB_NAME = "qa_model.tflite", "vocab.txt"
+ANSWERS = "answers.json"
+
+
+def pick_questions(qa_dir, n):
+  """n dev questions, spread over the file: (id, passage, question, answers).
+
+  Real questions of the held-out split, so the twin's answers show what
+  the fine-tuned model learned rather than what it memorised.
+  """
+  path = next(os.path.join(qa_dir, f"dev.{ext}") for ext in
+              ("json", "json.gz")
+              if os.path.exists(os.path.join(qa_dir, f"dev.{ext}")))
+  examples = squad.read_squad(path).examples
+  step = max(1, len(examples) // n)
+  return [{"id": e.qas_id, "passage": e.context, "question": e.question,
+           "answers": list(e.all_answers)} for e in examples[::step][:n]]
+
+
+def _copy(source, target):
+  shutil.copyfile(source, target + ".partial")
+  os.replace(target + ".partial", target)
+
+
+def readme(output_dir, source):
+  """How to build the app with these files, or push them to a phone."""
+  repo = os.path.dirname(os.path.dirname(os.path.dirname(
+      os.path.abspath(__file__))))
+  where = os.path.abspath(output_dir)
+  if where.startswith(repo + os.sep):  # as seen from android_bench/qa_demo
+    where = "$PWD/../../" + os.path.relpath(where, repo)
+  return f"""# The QA demo app's model
+
+`{MODEL_NAME}` is `{os.path.basename(source)}` from the demo (the distilled
+MobileBERT student fine-tuned on data/wordnet_qa, full int8) and
+`{VOCAB_NAME}` its vocabulary: the names the app reads from its assets.
+
+Build the APK with them (BUILD_NOTES.md, "The Android QA demo app"):
+
+```
+cd android_bench/qa_demo
+gradle wrapper --gradle-version 8.7            # once
+./gradlew :app:assembleDebug \\
+    -PqaModel={where}/{MODEL_NAME} \\
+    -PqaVocab={where}/{VOCAB_NAME}
+adb install -r app/build/outputs/apk/debug/app-debug.apk
+```
+
+or swap them into an installed app without rebuilding (from this
+directory; launch the app once first so its files directory exists):
+
+```
+adb push {MODEL_NAME} /sdcard/Android/data/org.compactbert.qa.demo/files/{MODEL_NAME}
+adb push {VOCAB_NAME} /sdcard/Android/data/org.compactbert.qa.demo/files/{VOCAB_NAME}
+```
+
+`{ANSWERS}` holds the questions the app's Python twin answered with them.
+"""
+
+
+def ask(model, vocab, passage_file, question):
+  """The twin's answer and the timing line it prints on stderr."""
+  result = subprocess.run(
+      [sys.executable, "-m", "android_bench.qa_demo", "--model", model,
+       "--vocab", vocab, "--passage", passage_file, "--question", question],
+      capture_output=True, text=True)
+  if result.returncode != 0:
+    raise RuntimeError(f"the twin failed on {passage_file}: "
+                       f"{result.stderr.strip().splitlines()[-1:]}")
+  timing = [l for l in result.stderr.splitlines() if "window(s)" in l]
+  return result.stdout.rstrip("\n"), timing[-1] if timing else ""
+
+
+def main(argv):
+  if len(argv) > 1:
+    raise app.UsageError(f"unexpected arguments: {' '.join(argv[1:])}")
+  for flag in ("model", "vocab"):
+    if not os.path.isfile(FLAGS[flag].value):
+      sys.exit(f"error: --{flag} {FLAGS[flag].value}: no such file")
+  if FLAGS.questions < 1:
+    sys.exit("error: --questions must be >= 1")
+  from tfmodels.data.squad_metrics import exact_match_score, f1_score
+  try:
+    questions = pick_questions(FLAGS.qa_dir, FLAGS.questions)
+  except (squad.SquadError, StopIteration, OSError) as e:
+    sys.exit(f"error: --qa_dir {FLAGS.qa_dir}: no readable dev split ({e})")
+  out = FLAGS.output_dir
+  os.makedirs(os.path.join(out, "passages"), exist_ok=True)
+  model, vocab = os.path.join(out, MODEL_NAME), os.path.join(out, VOCAB_NAME)
+  _copy(FLAGS.model, model)
+  _copy(FLAGS.vocab, vocab)
+  with open(os.path.join(out, "README.md"), "w") as f:
+    f.write(readme(os.path.abspath(out), FLAGS.model))
+  print(f"app files: {model}, {vocab}", flush=True)
+  answers = []
+  for i, q in enumerate(questions, 1):
+    passage_file = os.path.join(out, "passages", f"{q['id']}.txt")
+    with open(passage_file, "w") as f:
+      f.write(q["passage"])
+    try:
+      answer, timing = ask(model, vocab, passage_file, q["question"])
+    except RuntimeError as e:
+      sys.exit(f"error: {e}")
+    answers.append(dict(
+        q, answer=answer, timing=timing,
+        exact_match=max(float(exact_match_score(answer, g))
+                        for g in q["answers"]),
+        f1=max(f1_score(answer, g) for g in q["answers"])))
+    print(f"[{i}/{len(questions)}] {q['question']}\n    twin: {answer!r}  "
+          f"gold: {q['answers'][0]!r}  ({timing})", flush=True)
+  with open(os.path.join(out, ANSWERS + ".partial"), "w") as f:
+    json.dump({"model": os.path.abspath(FLAGS.model), "answers": answers},
+              f, indent=2)
+  os.replace(os.path.join(out, ANSWERS + ".partial"),
+             os.path.join(out, ANSWERS))
+
+
+def run():
+  app.run(main)
+
+
+if __name__ == "__main__":
+  run()

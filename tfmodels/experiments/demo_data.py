@@ -1,0 +1,133 @@
+"""The tiny demo's data: small slices of the shipped sets.
+
+The full demo trains on the shipped data as it is; `--tiny` (the test) cuts
+every set down so that each command runs in seconds on real text:
+
+    python -m tfmodels.experiments.demo_data --output_dir DIR \
+        --pretraining_documents 40 --spam_rows 64,40 --qa_questions 200,30
+
+Each slice keeps the shipped layout (train / heldout text with blank lines
+between documents, spam TSVs with their header, SQuAD JSON), so the commands
+read them exactly as they read data/.
+"""
+
+import json
+import os
+import sys
+
+from absl import app, flags
+
+from tfmodels.data import squad
+from tfmodels.data.text_io import open_text, read_lines
+
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(
+    os.path.abspath(__file__))))
+DATA = os.path.join(REPO, "data")
+
+FLAGS = flags.FLAGS
+flags.DEFINE_string("output_dir", None, "Where the slices go.")
+flags.DEFINE_integer("pretraining_documents", 40, "Training documents kept "
+                     "(a quarter as many held-out ones).")
+flags.DEFINE_list("spam_rows", ["64", "40"], "Spam rows kept: train,dev.")
+flags.DEFINE_list("qa_questions", ["200", "30"], "QA questions kept: "
+                  "train,dev.")
+
+
+def _write(path, text):
+  """Atomic text write (temp file, then rename)."""
+  os.makedirs(os.path.dirname(path), exist_ok=True)
+  partial = path + ".partial"
+  with open(partial, "w", encoding="utf-8", newline="\n") as f:
+    f.write(text)
+  os.replace(partial, path)
+
+
+def documents(path):
+  """A pre-training text file as lists of sentences (blank line = break)."""
+  docs, current = [], []
+  for line in read_lines(path):
+    if line:
+      current.append(line)
+    elif current:
+      docs.append(current)
+      current = []
+  if current:
+    docs.append(current)
+  return docs
+
+
+def slice_pretraining(source, target, n_documents):
+  """Every k-th document, so the slice mixes the corpus' three sources."""
+  docs = documents(source)
+  step = max(1, len(docs) // max(1, n_documents))
+  kept = docs[::step][:n_documents]
+  _write(target, "\n\n".join("\n".join(d) for d in kept) + "\n")
+  return len(kept)
+
+
+def slice_spam(source_dir, target_dir, split, n_rows):
+  """The header plus n_rows / 2 ham and n_rows / 2 spam rows of a split
+  (the shipped files list one class after the other)."""
+  with open_text(os.path.join(source_dir, f"{split}.tsv.gz")) as f:
+    header, *rows = f.readlines()
+  kept = []
+  for label in ("0", "1"):
+    kept += [r for r in rows if r.rstrip("\n").endswith("\t" + label)][
+        :n_rows // 2]
+  _write(os.path.join(target_dir, f"{split}.tsv"), header + "".join(kept))
+  return len(kept)
+
+
+def slice_qa(source_dir, target_dir, split, n_questions):
+  """The first n_questions articles (one question each) of a SQuAD file."""
+  data = squad.load_json(os.path.join(source_dir, f"{split}.json.gz"))
+  data = dict(data, data=data["data"][:n_questions])
+  _write(os.path.join(target_dir, f"{split}.json"), json.dumps(data))
+  return len(data["data"])
+
+
+def write_slices(directory, pretraining_documents, spam_rows, qa_questions):
+  """data/ cut down under `directory` (pretraining/, spam/, wordnet_qa/)."""
+  counts = {}
+  for split, n in (("train", pretraining_documents),
+                   ("heldout", max(2, pretraining_documents // 4))):
+    counts[f"pretraining/{split}"] = slice_pretraining(
+        os.path.join(DATA, "pretraining", f"{split}.txt.gz"),
+        os.path.join(directory, "pretraining", f"{split}.txt"), n)
+  for split, n in zip(("train", "dev"), spam_rows):
+    counts[f"spam/{split}"] = slice_spam(
+        os.path.join(DATA, "spam"), os.path.join(directory, "spam"), split, n)
+  for split, n in zip(("train", "dev"), qa_questions):
+    counts[f"wordnet_qa/{split}"] = slice_qa(
+        os.path.join(DATA, "wordnet_qa"),
+        os.path.join(directory, "wordnet_qa"), split, n)
+  _write(os.path.join(directory, "slices.json"),
+         json.dumps(counts, indent=2) + "\n")
+  return counts
+
+
+def main(argv):
+  if len(argv) > 1:
+    raise app.UsageError(f"unexpected arguments: {' '.join(argv[1:])}")
+  if not FLAGS.output_dir:
+    sys.exit("error: --output_dir is required")
+  try:
+    spam, qa = ([int(n) for n in FLAGS[name].value]
+                for name in ("spam_rows", "qa_questions"))
+  except ValueError:
+    sys.exit("error: --spam_rows and --qa_questions take two integers")
+  if len(spam) != 2 or len(qa) != 2 or min(spam + qa) < 2 or (
+      FLAGS.pretraining_documents < 1):
+    sys.exit("error: --spam_rows and --qa_questions take two integers >= 2, "
+             "--pretraining_documents one >= 1")
+  counts = write_slices(FLAGS.output_dir, FLAGS.pretraining_documents, spam,
+                        qa)
+  print(", ".join(f"{k}: {v}" for k, v in counts.items()))
+
+
+def run():
+  app.run(main)
+
+
+if __name__ == "__main__":
+  run()

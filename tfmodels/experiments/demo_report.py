@@ -1,0 +1,474 @@
+"""The demo's report: what was trained, how well, how small, how fast.
+
+    python -m tfmodels.experiments.demo_report --output_dir demo_output
+
+Draws what `demo_results.collect` read from --output_dir as PNG figures
+and tables: OUTPUT_DIR/REPORT.md, with the figures and summary.json (every
+number in the report) under OUTPUT_DIR/report/. Missing pieces show as
+n/a, so a half-finished demo still reports.
+"""
+
+import json
+import os
+import sys
+import tempfile
+
+from absl import app, flags
+
+from tfmodels.experiments.demo_results import (LABELS, MODELS, MODES, TASKS,
+                                               collect)
+
+FLAGS = flags.FLAGS
+flags.DEFINE_string("output_dir", "demo_output", "The demo's output.")
+
+COLORS = {"teacher": "tab:blue", "pkt": "tab:orange", "scratch": "tab:gray"}
+SHORT = {"teacher": "IB-BERT\nteacher", "pkt": "MobileBERT\nPKT + PD",
+         "scratch": "MobileBERT\nscratch"}
+# Ops of LayerNorm (mean, variance, 1/sqrt) and gelu: no int8 kernels.
+LAYER_NORM_OPS = ("MEAN", "SQUARED_DIFFERENCE", "RSQRT", "GELU")
+
+
+# --------------------------------------------------------------- figures
+def _pyplot():
+  import logging
+  import matplotlib
+  matplotlib.use("Agg")
+  logging.getLogger("matplotlib").setLevel(logging.WARNING)
+  import matplotlib.pyplot as plt
+  return plt
+
+
+def _save(fig, path):
+  """Writes a PNG atomically (temp file, then rename)."""
+  fd, temp = tempfile.mkstemp(suffix=".png", dir=os.path.dirname(path))
+  os.close(fd)
+  try:
+    fig.savefig(temp, dpi=100, bbox_inches="tight")
+    os.replace(temp, path)
+  finally:
+    if os.path.exists(temp):
+      os.unlink(temp)
+  _pyplot().close(fig)
+  return path
+
+
+def _smooth(values, window):
+  out, total = [], 0.0
+  for i, v in enumerate(values):
+    total += v
+    if i >= window:
+      total -= values[i - window]
+    out.append(total / min(i + 1, window))
+  return out
+
+
+def _curve(ax, steps, values, label, color, style="-"):
+  window = max(1, len(values) // 25)
+  ax.plot(steps, values, color=color, alpha=0.2, linewidth=0.8)
+  ax.plot(steps, _smooth(values, window), style, color=color, label=label)
+
+
+def plot_losses(summary, path):
+  plt = _pyplot()
+  models = summary["models"]
+  fig, axes = plt.subplots(1, 3, figsize=(15, 4))
+  ax = axes[0]
+  for m in ("teacher", "scratch"):
+    h = models[m]["history"]
+    if h:
+      _curve(ax, [r["step"] for r in h], [r["mlm_loss"] for r in h],
+             f"{LABELS[m]}: MLM loss", COLORS[m])
+  ax.set_title("pre-training, masked-LM loss")
+  ax.set_xlabel("step")
+  ax = axes[1]
+  stages = []  # [name, rows]: each stage has its own objective
+  for r in models["pkt"]["history"]:
+    if not stages or stages[-1][0] != r.get("stage"):
+      stages.append([r.get("stage"), []])
+    stages[-1][1].append(r)
+  for i, (name, rows) in enumerate(stages):
+    _curve(ax, [r["step"] for r in rows], [r["loss"] for r in rows],
+           "PKT objective" if i == 0 else None, COLORS["pkt"])
+    start, end = rows[0]["step"], rows[-1]["step"]
+    if i % 2 == 0:
+      ax.axvspan(start, end, color="tab:orange", alpha=0.07)
+    ax.text((start + end) / 2, 0.98, str(name).replace("pkt-", ""),
+            transform=ax.get_xaxis_transform(), ha="center", va="top",
+            fontsize=7, rotation=90)
+  if stages:
+    ax.set_yscale("log")
+  ax.set_title("distillation: FMT + AT per layer, then PD")
+  ax.set_xlabel("step")
+  ax = axes[2]
+  for m in MODELS:
+    for task, style in (("qa", "-"), ("spam", "--")):
+      curve = models[m]["finetune_loss"].get(task) or []
+      if curve:
+        _curve(ax, [s for s, _ in curve], [v for _, v in curve],
+               f"{LABELS[m]}, {TASKS[task][0]}", COLORS[m], style)
+  ax.set_title("fine-tuning loss (QA solid, spam dashed)")
+  ax.set_xlabel("step")
+  for ax in axes:
+    if ax.get_legend_handles_labels()[0]:
+      ax.legend(fontsize=7)
+  return _save(fig, path)
+
+
+def _bars(ax, labels, values, colors, fmt="{:.1f}"):
+  xs = range(len(labels))
+  ax.bar(xs, [v or 0 for v in values], color=colors)
+  for x, v in zip(xs, values):
+    ax.text(x, v or 0, "n/a" if v is None else fmt.format(v), ha="center",
+            va="bottom", fontsize=8)
+  ax.set_xticks(list(xs))
+  ax.set_xticklabels(labels, fontsize=8)
+
+
+def plot_mlm(summary, path):
+  plt = _pyplot()
+  models = summary["models"]
+  fig, axes = plt.subplots(1, 2, figsize=(10, 3.8))
+  labels = [SHORT[m] for m in MODELS]
+  colors = [COLORS[m] for m in MODELS]
+  mlm = [models[m]["mlm"] for m in MODELS]
+  _bars(axes[0], labels, [r and 100 * r["mlm_accuracy"] for r in mlm],
+        colors)
+  axes[0].set_title("held-out masked-LM accuracy (%)")
+  _bars(axes[1], labels, [r and r["mlm_loss"] for r in mlm], colors,
+        "{:.2f}")
+  axes[1].set_title("held-out masked-LM loss (lower is better)")
+  return _save(fig, path)
+
+
+def plot_tasks(summary, path):
+  plt = _pyplot()
+  models = summary["models"]
+  fig, axes = plt.subplots(1, 2, figsize=(10, 3.8))
+  labels = [SHORT[m] for m in MODELS]
+  colors = [COLORS[m] for m in MODELS]
+  for ax, task in zip(axes, ("qa", "spam")):
+    name, key, metric = TASKS[task]
+    scale = 1 if task == "qa" else 100
+    values = [(models[m]["tasks"].get(task) or {}).get(key) for m in MODELS]
+    _bars(ax, labels, [v if v is None else v * scale for v in values],
+          colors)
+    ax.set_title(f"{name}: dev {metric} (%)")
+  return _save(fig, path)
+
+
+def plot_quantization(summary, path):
+  plt = _pyplot()
+  conversions = summary["conversions"]
+  if not conversions:
+    return None
+  fig, ax = plt.subplots(figsize=(2.4 * len(conversions) + 2, 3.8))
+  names = list(conversions)
+  series = [("Keras", lambda c: c["keras_metric"], "tab:green")] + [
+      (mode, lambda c, mode=mode: c["modes"].get(mode, {}).get("metric"),
+       color) for mode, color in zip(MODES, ("tab:blue", "tab:red"))]
+  width = 0.8 / len(series)
+  for i, (label, get, color) in enumerate(series):
+    xs = [x + (i - 1) * width for x in range(len(names))]
+    values = [get(conversions[n]) for n in names]
+    ax.bar(xs, [v or 0 for v in values], width, label=label, color=color)
+    for x, v in zip(xs, values):
+      ax.text(x, v or 0, "n/a" if v is None else f"{v:.1f}", ha="center",
+              va="bottom", fontsize=7)
+  ax.set_xticks(range(len(names)))
+  ax.set_xticklabels([f"{n}\n({conversions[n]['metric_name']})"
+                      for n in names], fontsize=8)
+  ax.set_title("task metric: Keras vs TFLite float32 vs full int8")
+  ax.legend(fontsize=8)
+  return _save(fig, path)
+
+
+def plot_sizes(summary, path):
+  plt = _pyplot()
+  models, conversions = summary["models"], summary["conversions"]
+  fig, axes = plt.subplots(1, 2, figsize=(11, 3.8))
+  ax = axes[0]
+  present = [m for m in MODELS if models[m]["params"]]
+  emb = [models[m]["params"]["params_embedding"] / 1e6 for m in present]
+  blocks = [models[m]["params"]["params_blocks"] / 1e6 for m in present]
+  xs = range(len(present))
+  ax.bar(xs, emb, label="embeddings", color="tab:olive")
+  ax.bar(xs, blocks, bottom=emb, label="transformer blocks",
+         color="tab:purple")
+  for x, e, b in zip(xs, emb, blocks):
+    ax.text(x, e + b, f"{e + b:.2f}M", ha="center", va="bottom", fontsize=8)
+  ax.set_xticks(list(xs))
+  ax.set_xticklabels([SHORT[m] for m in present], fontsize=8)
+  ax.set_title("encoder parameters (millions)")
+  ax.legend(fontsize=8)
+  ax = axes[1]
+  names = list(conversions)
+  width = 0.4
+  for i, mode in enumerate(MODES):
+    values = [conversions[n]["modes"].get(mode, {}).get("size_mb")
+              for n in names]
+    xs = [x + (i - 0.5) * width for x in range(len(names))]
+    ax.bar(xs, [v or 0 for v in values], width, label=mode)
+    for x, v in zip(xs, values):
+      ax.text(x, v or 0, "n/a" if v is None else f"{v:.2f}", ha="center",
+              va="bottom", fontsize=7)
+  ax.set_xticks(range(len(names)))
+  ax.set_xticklabels(names, fontsize=8)
+  ax.set_title(".tflite file size (MB, with vocab metadata)")
+  ax.legend(fontsize=8)
+  return _save(fig, path)
+
+
+def plot_latency(bench_runs, path):
+  if not bench_runs:
+    return None
+  from android_bench.report import plot_latency as draw
+  return path if draw(bench_runs, path) else None
+
+
+# --------------------------------------------------------------- Markdown
+def _fmt(value, digits=1, scale=1.0):
+  return "n/a" if value is None else f"{value * scale:.{digits}f}"
+
+
+def _table(header, rows):
+  lines = ["| " + " | ".join(header) + " |",
+           "| " + " | ".join("---" for _ in header) + " |"]
+  lines += ["| " + " | ".join(str(c) for c in row) + " |" for row in rows]
+  return "\n".join(lines) + "\n"
+
+
+def _latency(summary, model, mode, target="host", threads=1):
+  for r in summary["latency"]:
+    if (r["target"], r["model"], r["mode"], r["threads"]) == (
+        target, model, mode, threads) and r["latency_ms"] is not None:
+      return r["latency_ms"]
+  return None
+
+
+def highlights(summary):
+  """A few sentences with the numbers a newcomer looks for first."""
+  conv, lines = summary["conversions"], []
+  student, teacher = conv.get("pkt_qa"), conv.get("teacher_qa")
+  if student and all(m in student["modes"] for m in MODES):
+    f, q = (student["modes"][m] for m in MODES)
+    lines.append(
+        f"The distilled student's QA model is {f['size_mb']:.1f} MB in "
+        f"float32 and {q['size_mb']:.1f} MB in full int8 "
+        f"({f['size_mb'] / q['size_mb']:.1f}x smaller), F1 "
+        f"{_fmt(f['metric'])} -> {_fmt(q['metric'])}" + (
+            f"; the teacher's is {teacher['modes']['float32']['size_mb']:.1f}"
+            " MB in float32." if teacher and "float32" in teacher["modes"]
+            else "."))
+  times = {(m, mode): _latency(summary, m, mode) for m in ("pkt_qa",
+                                                           "teacher_qa")
+           for mode in MODES}
+  if all(times.values()):
+    lines.append(
+        "Host latency, 1 thread (XNNPACK): student "
+        f"{times['pkt_qa', 'float32']:.2f} ms float32 / "
+        f"{times['pkt_qa', 'int8']:.2f} ms int8, teacher "
+        f"{times['teacher_qa', 'float32']:.2f} ms / "
+        f"{times['teacher_qa', 'int8']:.2f} ms.")
+    if student and times["pkt_qa", "int8"] > times["pkt_qa", "float32"]:
+      left = student["modes"]["int8"]["not_delegated"]
+      lines.append(
+          "Here int8 is slower than float32: XNNPACK leaves " +
+          ", ".join(f"{k} {v}" for k, v in left.items()) + " of the int8 "
+          "graph to LiteRT's built-in kernels (a phone's ARM int8 kernels "
+          "differ: measure there).")
+  if student and teacher and "int8" in student["modes"] and (
+      "int8" in teacher["modes"]):
+    s8, t8 = student["modes"]["int8"], teacher["modes"]["int8"]
+    layer_norm = {}
+    for ops in (t8["float_op_types"], t8["not_delegated"]):
+      layer_norm.update({k: v for k, v in ops.items()
+                         if k in LAYER_NORM_OPS})
+    lines.append(
+        f"In full int8 the NoNorm / relu student keeps {s8['float_ops']} of "
+        f"{s8['ops']} ops in float and XNNPACK takes {s8['xnnpack']} of its "
+        f"nodes; the LayerNorm / gelu teacher keeps {t8['float_ops']} of "
+        f"{t8['ops']} in float, XNNPACK takes {t8['xnnpack']}" + (
+            ". LayerNorm's mean / variance / 1/sqrt and gelu are what stays "
+            "out of XNNPACK's int8 path (" + ", ".join(
+                f"{k} {v}" for k, v in layer_norm.items()) + "); NoNorm "
+            "(element-wise scale and shift) and relu have no such ops."
+            if layer_norm else "."))
+  app_ = summary["app"]
+  if app_ and app_["answers"]:
+    right = sum(a["exact_match"] for a in app_["answers"])
+    lines.append(f"The app's Python twin answered {right:.0f} of "
+                 f"{len(app_['answers'])} held-out questions exactly "
+                 "(see the app section).")
+  return lines
+
+
+def markdown(summary, figures, out):
+  plan, models = summary["plan"], summary["models"]
+  sizes = plan.get("sizes") or {}
+  rel = lambda p: os.path.relpath(p, out)
+  fig = lambda key, alt: (f"![{alt}]({rel(figures[key])})\n"
+                          if figures.get(key) else f"({alt}: no data)\n")
+  timed = [s for s in summary["steps"] if s["seconds"] is not None]
+  total = sum(s["seconds"] for s in timed)
+  span = (max(s["finished"] for s in timed) -
+          min(s["finished"] - s["seconds"] for s in timed)) if timed else 0
+  doc = ["# Demo report: IB-BERT teacher -> distilled MobileBERT -> "
+         "int8 TFLite -> app\n",
+         f"Scale **{plan.get('scale')}**: teacher `{sizes.get('teacher_config')}`"
+         f" ({sizes.get('teacher_steps')} steps), student "
+         f"`{sizes.get('student_config')}` ({sizes.get('student_steps')} "
+         f"steps distilled by PKT + PD, and as many from scratch); batch "
+         f"{sizes.get('batch_size')}, pre-training sequence "
+         f"{sizes.get('seq_length')}; fine-tuning {sizes.get('qa_steps')} "
+         f"steps on QA (L={sizes.get('qa_seq_length')}) and "
+         f"{sizes.get('spam_steps')} on spam (L="
+         f"{sizes.get('spam_seq_length')}). From the first step's start to "
+         f"the last one's end: {span / 60:.1f} min ({total / 60:.1f} min of "
+         "steps, run side by side; the table at the end has each).\n"]
+  if plan.get("scale") == "tiny":
+    doc.append("**Tiny run** (the test's setting): the numbers measure "
+               "nothing; `make demo` gives the real ones.\n")
+  doc.append("## Headline\n")
+  rows = []
+  for m in MODELS:
+    r = models[m]
+    p = r["params"]
+    mlm = r["mlm"] or {}
+    qa = r["tasks"].get("qa") or {}
+    spam = r["tasks"].get("spam") or {}
+    rows.append([
+        r["label"], p and f"{p['params_encoder'] / 1e6:.2f}M",
+        p and f"{p['normalization']}, {p['act']}",
+        _fmt(mlm.get("mlm_accuracy"), scale=100),
+        _fmt(mlm.get("sentence_accuracy"), scale=100),
+        _fmt(qa.get("f1")), _fmt(qa.get("exact_match")),
+        _fmt(spam.get("accuracy"), scale=100)])
+  doc.append(_table(["model", "encoder params", "norm, activation",
+                     "held-out MLM acc %", "NSP acc %", "QA F1",
+                     "QA EM", "spam acc %"], rows))
+  v = summary["verdict"]
+  doc.append(f"\n**Distilled vs scratch.** {v['text']}\n")
+  for line in v.get("lines", []):
+    doc.append(f"- {line}")
+  doc.append("")
+  for line in highlights(summary):
+    doc.append(f"- {line}")
+  doc.append("")
+  doc.append("## Training\n")
+  doc.append(fig("losses", "loss curves"))
+  doc.append("Left: masked-LM loss of the teacher and the scratch student "
+             "(faint: every step; line: moving average). Middle: the PKT "
+             "student's objective, one shaded stage per layer (feature-map "
+             "+ attention transfer, lower layers frozen), then pre-training "
+             "distillation. Right: fine-tuning loss.\n")
+  doc.append(fig("mlm", "held-out MLM"))
+  doc.append(fig("tasks", "task metrics"))
+  doc.append("## Conversion and validation (Keras vs TFLite, float32 vs "
+             "int8)\n")
+  doc.append(fig("quantization", "float vs int8"))
+  rows = []
+  for name, c in summary["conversions"].items():
+    for mode in MODES:
+      r = c["modes"].get(mode)
+      if not r:
+        continue
+      rows.append([name, mode, f"{r['size_mb']:.2f}",
+                   f"{c['metric_name']} {_fmt(c['keras_metric'])}",
+                   _fmt(r["metric"]), _fmt(r["drop"], 2),
+                   f"{r['max_abs_diff']:.2e}" if r["max_abs_diff"]
+                   is not None else "n/a",
+                   f"{r['float_ops']} / {r['ops']}", r["xnnpack"] or "n/a"])
+  doc.append(_table(["model", "mode", "MB", "Keras", "TFLite", "drop",
+                     "max abs diff", "ops still float", "XNNPACK nodes"],
+                    rows))
+  doc.append("\nThe full reports (ops, contract, model cards) are "
+             "`tflite/*/*_report.md`.\n")
+  doc.append("## Latency\n")
+  doc.append(fig("latency", "latency"))
+  rows = [[r["target"] + (f" ({r['device']})" if r["device"] else ""),
+           r["model"], r["mode"], r["threads"], r["delegate"],
+           _fmt(r["latency_ms"], 3),
+           "n/a" if r["low_ms"] is None else
+           f"{r['low_ms']:.3f}..{r['high_ms']:.3f}", r["status"]]
+          for r in summary["latency"]]
+  doc.append(_table(["where", "model", "mode", "threads", "delegate",
+                     "median ms", "p5..p95 ms", "status"], rows))
+  if not plan.get("phone"):
+    doc.append(f"\nNo phone benchmark: {plan.get('no_phone')}. With a phone "
+               "in `adb devices`, re-run with `--benchmark_binary "
+               "PATH/TO/android_aarch64_benchmark_model`.\n")
+  doc.append("## Model sizes\n")
+  doc.append(fig("sizes", "model sizes"))
+  app_ = summary["app"]
+  doc.append("## The Android app\n")
+  doc.append("`app_assets/qa_model.tflite` (the distilled student's int8 "
+             "QA model) and `app_assets/vocab.txt` are where the app's "
+             "Gradle build takes them (`-PqaModel`, `-PqaVocab`); "
+             "`app_assets/README.md` has the commands. The app's Python "
+             "twin (`python -m android_bench.qa_demo`) answered:\n")
+  if app_:
+    rows = [[a["question"], a["passage"].replace("|", "/"),
+             a["answers"][0], a["answer"] or "(no answer)",
+             _fmt(100 * a["f1"], 0), a["timing"]]
+            for a in app_["answers"]]
+    doc.append(_table(["question", "passage", "gold", "twin's answer",
+                       "F1", "windows, time"], rows))
+  doc.append("## Steps\n")
+  rows = [[s["stage"], s["name"], _fmt(s["seconds"], 0),
+           f"`{_short(s['command'])}`"] for s in summary["steps"]]
+  doc.append(_table(["stage", "step", "seconds", "command"], rows))
+  doc.append("\nEvery number above is in `report/summary.json`. Re-run "
+             "a step by deleting its output directory (the steps that "
+             "read it follow) or with `--force STEP`.\n")
+  return "\n".join(doc)
+
+
+def _short(command):
+  """The command with this interpreter and the repository path dropped."""
+  repo = os.path.dirname(os.path.dirname(os.path.dirname(
+      os.path.abspath(__file__))))
+  return command.replace(sys.executable, "python").replace(repo + "/", "")
+
+
+def write_report(out):
+  """Writes the figures, summary.json and REPORT.md; returns REPORT.md."""
+  summary, bench_runs = collect(out)
+  directory = os.path.join(out, "report")
+  os.makedirs(directory, exist_ok=True)
+  path = lambda name: os.path.join(directory, name)
+  figures = {
+      "losses": plot_losses(summary, path("loss_curves.png")),
+      "mlm": plot_mlm(summary, path("mlm_accuracy.png")),
+      "tasks": plot_tasks(summary, path("task_metrics.png")),
+      "quantization": plot_quantization(summary, path("float_vs_int8.png")),
+      "latency": plot_latency(bench_runs, path("latency.png")),
+      "sizes": plot_sizes(summary, path("model_sizes.png"))}
+  summary["figures"] = {k: v and os.path.relpath(v, out)
+                        for k, v in figures.items()}
+  _write(path("summary.json"), json.dumps(summary, indent=1) + "\n")
+  report = os.path.join(out, "REPORT.md")
+  _write(report, markdown(summary, figures, out))
+  return report
+
+
+def _write(path, text):
+  with open(path + ".partial", "w") as f:
+    f.write(text)
+  os.replace(path + ".partial", path)
+
+
+def main(argv):
+  if len(argv) > 1:
+    raise app.UsageError(f"unexpected arguments: {' '.join(argv[1:])}")
+  out = os.path.abspath(FLAGS.output_dir)
+  if not os.path.exists(os.path.join(out, "plan.json")):
+    sys.exit(f"error: --output_dir {out}: no demo there (no plan.json)")
+  print(f"report: {write_report(out)}")
+
+
+def run():
+  app.run(main)
+
+
+if __name__ == "__main__":
+  run()
