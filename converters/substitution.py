@@ -193,39 +193,42 @@ def fit_nonorms(original, student, features, rounds=2, batch_size=8):
 
 
 def norm_fit_errors(original, student, features, batch_size=16):
-  """{norm variable: mean squared error of the student's NoNorm output
-  against the original LayerNorm's, on the same student inputs}, and the
-  same error for an identity NoNorm (gamma 1, beta 0) as a yardstick."""
+  """{norm variable: mean squared error, over real tokens, of each NoNorm's
+  output in the substituted model against its LayerNorm's output in the
+  original on the same examples (what the fit minimises)}, and the same
+  error for an identity NoNorm (gamma 1, beta 0) as a yardstick."""
   layer_norms = _norm_layers(original, keras.layers.LayerNormalization)
   no_norms = {k: v for k, v in _norm_layers(student, NoNorm).items()
               if k in layer_norms}
-  errors = {}
-  inputs = {key: [] for key in no_norms}
-  undo_list = []
-  for key, layer in no_norms.items():
-    original_call = layer.call
-
-    def call(x, *args, _key=key, _call=original_call, **kwargs):
-      inputs[_key].append(x)
-      return _call(x, *args, **kwargs)
-    layer.call = call
-    undo_list.append((layer, original_call))
-  try:
-    for batch in _batches(features, batch_size):
+  sums = {key: [0.0, 0.0, 0.0] for key in no_norms}  # fitted, identity, n
+  for batch in _batches(features, batch_size):
+    want = _call_outputs(original, layer_norms, batch)
+    seen = {key: [] for key in no_norms}
+    undo = _record(no_norms, _Collect(seen))
+    try:
       student(batch, training=False)
-  finally:
-    for layer, call in undo_list:
-      layer.call = call
-  for key, layer in no_norms.items():
-    reference = layer_norms[key]
-    fitted = identity = count = 0.0
-    for x in inputs[key]:
-      want = reference.call(x)
-      fitted += float(tf.reduce_sum(tf.square(layer.call(x) - want)))
-      identity += float(tf.reduce_sum(tf.square(x - want)))
-      count += float(tf.size(want))
-    errors[key] = {"fitted": fitted / count, "identity": identity / count}
-  return errors
+    finally:
+      undo()
+    weights = tf.cast(batch["input_mask"], tf.float32)[..., None]
+    for key, pairs in seen.items():
+      for (x, y), target in zip(pairs, want[key]):
+        w = weights if len(y.shape) == 3 else tf.ones_like(y[..., :1])
+        total = sums[key]
+        total[0] += float(tf.reduce_sum(w * tf.square(y - target)))
+        total[1] += float(tf.reduce_sum(w * tf.square(x - target)))
+        total[2] += float(tf.reduce_sum(w * tf.ones_like(y)))
+  return {key: {"fitted": f / n, "identity": i / n}
+          for key, (f, i, n) in sums.items() if n}
+
+
+class _Collect:
+  """A `_record` sink that keeps each call's (input, output) pair."""
+
+  def __init__(self, seen):
+    self.seen = seen
+
+  def add(self, key, x, y):
+    self.seen[key].append((x, y))
 
 
 def substitute(original, config, head, spec, features, rounds=2):
