@@ -152,7 +152,7 @@ def test_xnnpack_int8_is_as_accurate_as_the_standard_int8(bench):
 
 
 def test_peer_mobilebert_converts_the_standard_way(tmp_path):
-  pytest.importorskip("official.nlp.modeling.networks")
+  # requirements-bench.txt is installed by the set-up: no skip.
   out = tmp_path / "out"
   result = _run(
       "--output_dir", out, "--work_dir", tmp_path / "work", "--models",
@@ -168,3 +168,24 @@ def test_peer_mobilebert_converts_the_standard_way(tmp_path):
   assert all(r["median_ms"] > 0 for r in rows)
   int8 = next(r for r in rows if r["mode"] == "int8")
   assert int8["recipe"] is None  # the converter's standard int8
+
+
+def test_checks_decide_the_issue_and_skip_oversubscribed_host_rows():
+  from converters import benchmark
+  def row(model, variant, mode, threads, ms, target="host"):
+    return dict(model=model, variant=variant, mode=mode, threads=threads,
+                target=target, median_ms=ms)
+  rows = [row("mobilebert", "nonorm_relu", "float32", 2, 16.0),
+          row("mobilebert", "nonorm_relu", "dynamic", 2, 7.0),
+          row("mobilebert", "nonorm_relu", "int8", 2, 6.8),
+          row("peer_mobilebert", "nonorm_relu", "float32", 2, 15.5),
+          row("mobilebert", "nonorm_relu", "int8", 4, 14.0),
+          row("mobilebert", "nonorm_relu", "dynamic", 4, 13.0)]
+  found = {what: ok for what, ok, _ in benchmark.checks(rows, host_cores=2)}
+  assert found == {
+      "MobileBERT int8 <= dynamic (host, 2 thr)": True,
+      "MobileBERT int8 <= float32 / 2 (host, 2 thr)": True,
+      "MobileBERT float32 <= peer float32 (host, 2 thr)": False}
+  with_4 = benchmark.checks(rows, host_cores=4)
+  assert ("MobileBERT int8 <= dynamic (host, 4 thr)", False,
+          "14.00 vs 13.00 ms") in with_4
