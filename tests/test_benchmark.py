@@ -171,7 +171,7 @@ def test_peer_mobilebert_converts_the_standard_way(tmp_path):
 
 
 def test_checks_decide_the_issue_and_skip_oversubscribed_host_rows():
-  from converters import benchmark
+  from converters import benchmark_report
   def row(model, variant, mode, threads, ms, target="host"):
     return dict(model=model, variant=variant, mode=mode, threads=threads,
                 target=target, median_ms=ms)
@@ -181,11 +181,11 @@ def test_checks_decide_the_issue_and_skip_oversubscribed_host_rows():
           row("peer_mobilebert", "nonorm_relu", "float32", 2, 15.5),
           row("mobilebert", "nonorm_relu", "int8", 4, 14.0),
           row("mobilebert", "nonorm_relu", "dynamic", 4, 13.0)]
-  found = {what: ok for what, ok, _ in benchmark.checks(rows, host_cores=2)}
+  found = {what: ok for what, ok, _ in benchmark_report.checks(rows, host_cores=2)}
   assert found == {
       "MobileBERT int8 <= dynamic (host, 2 thr)": True,
       "MobileBERT int8 <= float32 / 2 (host, 2 thr)": True,
       "MobileBERT float32 <= peer float32 (host, 2 thr)": False}
-  with_4 = benchmark.checks(rows, host_cores=4)
+  with_4 = benchmark_report.checks(rows, host_cores=4)
   assert ("MobileBERT int8 <= dynamic (host, 4 thr)", False,
           "14.00 vs 13.00 ms") in with_4
