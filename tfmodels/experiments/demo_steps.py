@@ -61,8 +61,9 @@ class Scale:
 
 
 SCALES = {
-    # 20-21 min (960 CPU-s) on the 2-core host shared with 3-4 other
-    # CPU-bound jobs (load 6-9); CPU-s / 2 cores puts a quiet run at ~10.
+    # 10.3 min of pipeline on the quiet 2-core host (11.4 min for `make
+    # demo` from a fresh clone, .venv included); 21 min when shared with
+    # 3-4 other CPU-bound jobs.
     "full": Scale("demo_ibbert", "demo_mobilebert", {}, seq_length=64,
                   max_predictions=10, batch_size=32, teacher_steps=400,
                   student_steps=300, learning_rate=1e-3, qa_seq_length=128,
