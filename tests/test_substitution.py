@@ -106,31 +106,10 @@ def test_bad_specs_are_refused():
 @pytest.fixture(scope="module")
 def bert_classifier(tmp_path_factory):
   """tiny_bert (LayerNorm + gelu) fine-tuned on the spam slice."""
-  from tfmodels.checkpoints.model_dir import save_model_dir
-  from tfmodels.tokenization import WordPieceTokenizer
-  from tfmodels.training.tasks import make_task
   base = tmp_path_factory.getbasetemp()
-  data = tiny_models.spam_data(base)
-
-  def build(path):
-    tokenizer = WordPieceTokenizer(tiny_models.VOCAB)
-    task = make_task("spam", data, tokenizer, tiny_models.SEQ_LENGTH)
-    features = task.features("train")
-    config = load_config("tiny_bert").replace(vocab_size=len(tokenizer))
-    keras.utils.set_random_seed(0)
-    model = build_model(config, task.head())
-    optimizer = keras.optimizers.Adam(3e-3)
-    rng = np.random.default_rng(0)
-    for _ in range(80):
-      rows = rng.choice(len(features["input_ids"]), 32, replace=False)
-      batch = {k: tf.constant(v[rows]) for k, v in features.items()}
-      with tf.GradientTape() as tape:
-        loss, _ = task.loss(model, batch)
-      variables = model.trainable_variables
-      optimizer.apply_gradients(zip(tape.gradient(loss, variables),
-                                    variables))
-    save_model_dir(model, config, task.head(), path)
-  return tiny_models.cached(base, "bert_classifier", build), data
+  return (tiny_models.trained_classifier(base, "tiny_bert", 80,
+                                         "bert_classifier"),
+          tiny_models.spam_data(base))
 
 
 def test_convert_tflite_substitutes_and_reports_each_stage(bert_classifier,
