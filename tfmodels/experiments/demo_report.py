@@ -11,10 +11,11 @@ n/a, so a half-finished demo still reports.
 import json
 import os
 import sys
-import tempfile
 
 from absl import app, flags
 
+from android_bench.report import _pyplot
+from android_bench.report import _save as _write_png
 from tfmodels.experiments.demo_results import (LABELS, MODELS, MODES, TASKS,
                                                collect)
 
@@ -29,25 +30,9 @@ LAYER_NORM_OPS = ("MEAN", "SQUARED_DIFFERENCE", "RSQRT", "GELU")
 
 
 # --------------------------------------------------------------- figures
-def _pyplot():
-  import logging
-  import matplotlib
-  matplotlib.use("Agg")
-  logging.getLogger("matplotlib").setLevel(logging.WARNING)
-  import matplotlib.pyplot as plt
-  return plt
-
-
 def _save(fig, path):
-  """Writes a PNG atomically (temp file, then rename)."""
-  fd, temp = tempfile.mkstemp(suffix=".png", dir=os.path.dirname(path))
-  os.close(fd)
-  try:
-    fig.savefig(temp, dpi=100, bbox_inches="tight")
-    os.replace(temp, path)
-  finally:
-    if os.path.exists(temp):
-      os.unlink(temp)
+  """android_bench's atomic PNG writer, then frees the figure."""
+  _write_png(fig, path)
   _pyplot().close(fig)
   return path
 
