@@ -14,7 +14,9 @@ fixed [1, L] (converters/export.py) and converted per mode: `float32`,
 `dynamic`, `int8` (ours: the XNNPACK recipe of fast_int8.py; the peer: the
 converter's standard output, as anyone converting it would get) and
 `int8_standard` (ours through the standard converter, for before / after).
-Int8 calibration uses a few real sentences of --calibration_data.
+Ours are exported as convert_tflite exports them: NoNorms folded into the
+weights around them (nonorm_folding.py; --nofold_nonorm to compare). Int8
+calibration uses a few real sentences of --calibration_data.
 
 Timing is android_bench's: its host runner (android_bench.benchmark_model on
 ai_edge_litert, XNNPACK) for every file x --threads x --repeats through
@@ -83,6 +85,8 @@ flags.DEFINE_string("benchmark_binary", None, "LiteRT benchmark_model for "
 flags.DEFINE_string("serial", None, "adb device serial.")
 flags.DEFINE_string("cpu_mask", None, "Pin the phone's runs (hex mask or "
                     "'big').")
+flags.DEFINE_bool("fold_nonorm", True, "Fold our models' NoNorms into "
+                  "their neighbours before export, as convert_tflite does.")
 flags.DEFINE_string("peer_config", "mobilebert", "Config whose sizes the "
                     "peer MobileBERTEncoder takes.")
 flags.DEFINE_bool("overwrite", False, "Replace existing outputs.")
@@ -177,14 +181,21 @@ def build_model(model, variant, seed=0, peer_config="mobilebert"):
   return encoder
 
 
+def _folds(model, variant):
+  """Whether our export folds this model's NoNorms (never the peer's)."""
+  return (FLAGS.fold_nonorm and model != PEER
+          and VARIANTS[variant][0] == "no_norm")
+
+
 def _key(cell, seq_length, num_samples):
   """What a cached file depends on (calibration: int8 modes only)."""
   calibrated = cell.mode.startswith("int8")
-  text = json.dumps([model_config(cell.model, cell.variant,
-                                  FLAGS.peer_config).to_dict(),
-                     cell.model, cell.mode, seq_length,
-                     num_samples if calibrated else None],
-                    sort_keys=True)
+  facts = [model_config(cell.model, cell.variant, FLAGS.peer_config)
+           .to_dict(), cell.model, cell.mode, seq_length,
+           num_samples if calibrated else None]
+  if _folds(cell.model, cell.variant):
+    facts.append("nonorm_folded")
+  text = json.dumps(facts, sort_keys=True)
   return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
@@ -263,6 +274,11 @@ def convert_cells(cells, work_dir, seq_length, calibration_data, vocab_file,
               for c in cells))
     _progress(f"[{model} {variant}] building and exporting [1, {seq_length}]")
     encoder = build_model(model, variant, peer_config=FLAGS.peer_config)
+    folding = None
+    if _folds(model, variant):
+      from converters import nonorm_folding
+      encoder, folding = nonorm_folding.fold_nonorms(
+          encoder, model_config(model, variant))
     with tempfile.TemporaryDirectory(dir=work_dir) as scratch:
       saved_model = os.path.join(scratch, "saved_model")
       export.export_saved_model(encoder, "encoder", seq_length, saved_model)
@@ -280,7 +296,8 @@ def convert_cells(cells, work_dir, seq_length, calibration_data, vocab_file,
         facts = {"key": key, "size_mb": len(data) / 1e6,
                  "ops": tflite_file.op_histogram(data),
                  "float_ops": tflite_file.float_op_histogram(data),
-                 "xnnpack": coverage, "recipe": facts}
+                 "xnnpack": coverage, "recipe": facts,
+                 "nonorm_folding": folding}
         with open(path + ".tmp", "wb") as f:
           f.write(data)
         os.replace(path + ".tmp", path)
@@ -339,7 +356,8 @@ def rows_of(cells, converted, runs):
           "xnnpack_nodes": f"{xnn['delegated_nodes']}/{xnn['total_nodes']}",
           "xnnpack_partitions": xnn["partitions"],
           "float_ops": sum(facts["float_ops"].values()),
-          "recipe": facts.get("recipe") or None})
+          "recipe": facts.get("recipe") or None,
+          "nonorm_folding": facts.get("nonorm_folding")})
   return rows
 
 
@@ -433,7 +451,11 @@ def run_benchmark(out):
            f"{FLAGS.num_calibration_samples} sentences of "
            f"{FLAGS.calibration_data}",
            "- int8: ours = converters/fast_int8.py recipe; int8_standard and "
-           "the peer = the converter's standard output"]
+           "the peer = the converter's standard output",
+           "- ours: NoNorms folded into their neighbours before export "
+           "(converters/nonorm_folding.py), as convert_tflite does"
+           if FLAGS.fold_nonorm else "- ours: NoNorms not folded "
+           "(--nofold_nonorm)"]
   command = " ".join(["python -m converters.benchmark"] + sys.argv[1:])
   out.add("benchmark.json", json.dumps(rows, indent=1) + "\n")
   out.add("benchmark.md", markdown(rows, command, notes))

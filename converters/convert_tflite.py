@@ -66,6 +66,10 @@ flags.DEFINE_enum("int8_recipe", "xnnpack", ["xnnpack", "standard"],
                   "`standard` is the converter's own output, integer but "
                   "for the boundary ops (what NPUs / DSPs take; "
                   "--strict_int8 implies it).")
+flags.DEFINE_bool("fold_nonorm", True, "Fold each NoNorm into the weights "
+                  "around it before export (exact; removes most element-wise "
+                  "ops of a NoNorm model: converters/nonorm_folding.py). "
+                  "Models it cannot fold are exported as they are.")
 flags.DEFINE_bool("allow_select_tf_ops", False, "Accept TensorFlow (Flex) "
                   "ops that are not TFLite builtins.")
 flags.DEFINE_float("max_metric_drop", None, "Fail when a mode's metric is "
@@ -211,6 +215,7 @@ class Reference:
   metrics: dict | None  # the Keras model's task metrics
   labels: list | None  # a classifier's class names
   substitution: dict | None = None  # what --substitute did and cost
+  nonorm_folding: dict | None = None  # what --fold_nonorm did
 
 
 def load_reference(p):
@@ -312,6 +317,24 @@ def substitute_reference(p, ref):
   ref.substitution = facts
 
 
+def model_to_export(ref):
+  """ref.source.model, with its NoNorms folded (--fold_nonorm) when they
+  fold exactly; records what happened in ref.nonorm_folding."""
+  from converters import nonorm_folding
+  src = ref.source
+  if not FLAGS.fold_nonorm or src.config is None:
+    return src.model
+  try:
+    folded, ref.nonorm_folding = nonorm_folding.fold_nonorms(src.model,
+                                                             src.config)
+  except nonorm_folding.FoldError as e:
+    ref.nonorm_folding = {"not_folded": str(e)}
+    return src.model
+  _progress(f"folded {ref.nonorm_folding['folded']} NoNorms into their "
+            f"neighbours")
+  return folded
+
+
 def convert_modes(p, ref):
   """{mode: (bytes of the final file, its measurements)}."""
   from converters import (contract, export, metadata, quantize,
@@ -321,8 +344,8 @@ def convert_modes(p, ref):
   with tempfile.TemporaryDirectory() as scratch:
     saved_model = os.path.join(scratch, "saved_model")
     _progress(f"exporting a fixed [1, {p.seq_length}] SavedModel")
-    export.export_saved_model(ref.source.model, ref.source.head, p.seq_length,
-                              saved_model)
+    export.export_saved_model(model_to_export(ref), ref.source.head,
+                              p.seq_length, saved_model)
     dataset = ref.calibration and representative.calibration_dataset(
         ref.calibration, FLAGS.num_calibration_samples)
     for mode in p.modes:
@@ -362,6 +385,7 @@ def write_outputs(p, ref, converted, out):
            "strict_int8": FLAGS.strict_int8,
            "int8_recipe": FLAGS.int8_recipe,
            "substitution": ref.substitution,
+           "nonorm_folding": ref.nonorm_folding,
            "num_compare": int(len(ref.inputs["ids"]))}
   report = validate.build_report(
       facts, ref.metrics, {m: r for m, (_, r) in converted.items()},

@@ -192,6 +192,12 @@ def markdown(report):
               "created"):
     if report.get(key) is not None:
       lines.append(f"- {key}: {report[key]}")
+  folding = report.get("nonorm_folding")
+  if folding:
+    lines.append("- NoNorm folding: " + (
+        f"{folding['folded']} folded into their neighbours, "
+        f"{folding['kept']} kept" if "folded" in folding else
+        f"not done ({folding['not_folded']})"))
   keras = report.get("keras")
   if keras:
     lines.append(f"- Keras {keras['metric']['name']}: "

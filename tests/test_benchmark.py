@@ -59,6 +59,9 @@ def test_rows_cover_the_matrix_with_the_schema(bench):
     assert r["repeats"] == 2 and r["runs"] >= 6  # 2 repeats x >= 3 runs
     path = work / "models" / f"{r['model']}_{r['variant']}_{r['mode']}.tflite"
     assert r["size_mb"] == pytest.approx(path.stat().st_size / 1e6, abs=1e-3)
+    # Ours fold their NoNorms before export, as convert_tflite does.
+    assert (r["nonorm_folding"] is not None) == (
+        r["variant"] == "nonorm_relu"), r
   size = {(r["variant"], r["mode"]): r["size_mb"] for r in rows}
   assert size[("nonorm_relu", "int8")] < 0.8 * size[("nonorm_relu",
                                                       "float32")]

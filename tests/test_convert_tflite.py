@@ -65,6 +65,9 @@ def test_every_mode_converts_with_contract_and_metric(converted):
   assert coverage["int8"]["delegated_nodes"] > 0
   assert coverage["int16x8"]["delegated_nodes"] == 0
   float32 = report["modes"]["float32"]
+  # The tiny MobileBERT's NoNorms fold (all but the last) and stay exact.
+  assert report["nonorm_folding"]["kept"] == 1
+  assert report["nonorm_folding"]["folded"] > 0
   assert float32["difference"]["max_abs"] <= 1e-4
   assert float32["metric"]["points"] == pytest.approx(keras_f1, abs=1e-9)
   # Every float32 op computes in float. int8 (the default xnnpack recipe)
@@ -86,6 +89,7 @@ def test_every_mode_converts_with_contract_and_metric(converted):
   markdown = (out / "qa_report.md").read_text()
   for mode in MODES:
     assert f"| {mode} | " in markdown
+  assert "- NoNorm folding: " in markdown
   assert "- passed" in markdown
 
 

@@ -1,0 +1,235 @@
+"""Fold NoNorms into neighbouring weights, exactly, for export.
+
+NoNorm is `n * h + m` per channel, so a NoNorm that feeds only Dense layers
+folds into their kernels. Most of ours also feed a residual, so this keeps
+each residual stream *unscaled*: the graph carries z with true = g * z + c
+per channel, and every consumer is rewritten instead of the stream:
+
+  Dense reading the stream:  W' = diag(g) W,  b' = b + c W
+  norm(branch + stream):     z' = z + (branch + c) / g
+                             -> branch's last Dense: W' = W / g,
+                                b' = (b + c) / g; the stream becomes (n g, m)
+  Dense + NoNorm (no residual, MobileBERT's bottlenecks): W' = W n, b' = b n + m
+
+Every folded NoNorm becomes (1, 0), which the converter removes, and the
+stream is made true again (the norm keeps (n g, m)) after the last layer, or
+sooner when g leaves [1e-4, 1e4] so that 1/g stays well conditioned. In real
+arithmetic the sequence output is unchanged; in float32 it moves by rounding.
+Other outputs (hidden states, FFN outputs) are the unscaled z: this model is
+for export only.
+
+On MobileBERT this removes 6 element-wise MUL + ADD pairs per layer
+(BUILD_NOTES.md, "Folding NoNorm").
+
+    folded, facts = fold_nonorms(model)
+"""
+
+import numpy as np
+
+G_RANGE = (1e-4, 1e4)
+
+
+class FoldError(ValueError):
+  """The model has no NoNorm that can be folded exactly (says why)."""
+
+
+class _Stream:
+  """A residual stream's per-channel map from the graph's z to the truth."""
+
+  def __init__(self, width):
+    self.g = np.ones(width)
+    self.c = np.zeros(width)
+
+  @property
+  def is_true(self):
+    return bool(np.all(self.g == 1.0) and np.all(self.c == 0.0))
+
+
+def _dense(layer):
+  """(kernel, bias) variables of a plain Dense; refuses anything else."""
+  kernel = getattr(layer, "kernel", None)
+  bias = getattr(layer, "bias", None)
+  if kernel is None or bias is None or len(kernel.shape) != 2:
+    raise FoldError(f"{layer.name}: only plain Dense layers with a bias fold "
+                    f"(this is {type(layer).__name__})")
+  return kernel, bias
+
+
+def _read(stream, layer):
+  """`layer` (a Dense) now reads z instead of the true stream."""
+  kernel, bias = _dense(layer)
+  if stream.is_true:
+    return
+  w = kernel.numpy().astype(np.float64)
+  b = bias.numpy().astype(np.float64)
+  kernel.assign((stream.g[:, None] * w).astype(np.float32))
+  bias.assign((b + stream.c @ w).astype(np.float32))
+
+
+def _norm_weights(norm):
+  if type(norm).__name__ != "NoNorm":
+    raise FoldError(f"{norm.name}: {type(norm).__name__} is not a NoNorm")
+  return (norm.gamma.numpy().astype(np.float64),
+          norm.beta.numpy().astype(np.float64))
+
+
+def _set_norm(norm, gamma, beta):
+  norm.gamma.assign(np.asarray(gamma, np.float32))
+  norm.beta.assign(np.asarray(beta, np.float32))
+
+
+def _into_output(layer, norm):
+  """NoNorm(Dense(x)) with nothing else reading the Dense: fold into it."""
+  n, m = _norm_weights(norm)
+  kernel, bias = _dense(layer)
+  kernel.assign((kernel.numpy() * n[None, :]).astype(np.float32))
+  bias.assign((bias.numpy() * n + m).astype(np.float32))
+  _set_norm(norm, np.ones_like(n), np.zeros_like(m))
+
+
+def _residual(stream, branch, norm, facts):
+  """norm(branch + stream): the branch's last Dense absorbs 1/g and c; the
+  stream takes the norm's scale unless it would leave G_RANGE."""
+  n, m = _norm_weights(norm)
+  kernel, bias = _dense(branch)
+  if not stream.is_true:
+    w = kernel.numpy().astype(np.float64)
+    b = bias.numpy().astype(np.float64)
+    kernel.assign((w / stream.g[None, :]).astype(np.float32))
+    bias.assign(((b + stream.c) / stream.g).astype(np.float32))
+  g = n * stream.g
+  magnitude = np.abs(g)
+  if np.all(np.isfinite(g)) and np.all((magnitude >= G_RANGE[0]) &
+                                       (magnitude <= G_RANGE[1])):
+    stream.g, stream.c = g, m
+    _set_norm(norm, np.ones_like(n), np.zeros_like(m))
+    facts["folded"] += 1
+  else:
+    _set_norm(norm, g, m)
+    stream.g, stream.c = np.ones_like(g), np.zeros_like(m)
+    facts["kept"] += 1
+
+
+def _mobilebert_block(block, x, facts):
+  """One MobileBertBlock; `x` is its input stream, updated to its output."""
+  c = block.config
+  attention = block.attention
+  layer_input = x
+  if c.use_bottleneck:
+    _read(x, block.bottleneck_input)
+    _into_output(block.bottleneck_input, block.bottleneck_input_norm)
+    facts["folded"] += 1
+    layer_input = _Stream(c.intra_bottleneck_size)
+    if c.use_bottleneck_attention:
+      pass                                # q, k, v read layer_input (true)
+    elif c.key_query_shared_bottleneck:
+      _read(x, block.shared_qk)
+      _into_output(block.shared_qk, block.shared_qk_norm)
+      facts["folded"] += 1
+      _read(x, attention.value_dense)
+    else:
+      for dense in (attention.query_dense, attention.key_dense,
+                    attention.value_dense):
+        _read(x, dense)
+  else:
+    for dense in (attention.query_dense, attention.key_dense,
+                  attention.value_dense):
+      _read(x, dense)
+  h = layer_input
+  _residual(h, attention.output_dense, block.attention_norm, facts)
+  for ffn in block.ffns:
+    _feed_forward(ffn, h, facts)
+  if not c.use_bottleneck:
+    return h
+  _read(h, block.bottleneck_output)
+  _residual(x, block.bottleneck_output, block.bottleneck_output_norm, facts)
+  return x
+
+
+def _feed_forward(ffn, stream, facts):
+  _read(stream, ffn.intermediate)
+  _residual(stream, ffn.output_dense, ffn.norm, facts)
+
+
+def _attention_block(block, stream, facts):
+  attention = block.attention
+  for dense in (attention.query_dense, attention.key_dense,
+                attention.value_dense):
+    _read(stream, dense)
+  _residual(stream, attention.output_dense, block.norm, facts)
+
+
+_FOLDED_TYPES = ("Embeddings", "MobileBertBlock", "SelfAttentionBlock",
+                 "FeedForward")
+
+
+def _layers_by_name(model):
+  """The encoder's embeddings and blocks by name (one encoder only)."""
+  found = {}
+  embeddings = 0
+  for layer in model.submodules:
+    if type(layer).__name__ not in _FOLDED_TYPES:
+      continue
+    embeddings += type(layer).__name__ == "Embeddings"
+    found.setdefault(layer.name, layer)
+  if embeddings != 1:
+    raise FoldError(f"the model has {embeddings} embedding layers; fold "
+                    f"exactly one encoder")
+  return found
+
+
+def _fold_in_place(model, config):
+  """Rewrites `model`'s weights; returns the counts."""
+  c = config
+  if c.normalization_type != "no_norm":
+    raise FoldError(f"normalization_type is {c.normalization_type!r}; only "
+                    f"NoNorm folds (convert with --substitute "
+                    f"layernorm=nonorm first)")
+  if c.model_type != "mobilebert" and c.sharing_mode != "none":
+    raise FoldError(f"sharing_mode {c.sharing_mode!r}: a shared layer would "
+                    f"need a different fold at each use")
+  layers = _layers_by_name(model)
+  embeddings = layers.get("embeddings")
+  if embeddings is None or embeddings.projection is not None and (
+      embeddings.project_last):
+    raise FoldError("no embeddings layer, or a projection after its norm")
+  facts = {"folded": 0, "kept": 0}
+  width = embeddings.norm.gamma.shape[0]
+  stream = _Stream(width)
+  n, m = _norm_weights(embeddings.norm)
+  stream.g, stream.c = n, m
+  _set_norm(embeddings.norm, np.ones_like(n), np.zeros_like(m))
+  facts["folded"] += 1
+  for i in range(c.num_hidden_layers):
+    if c.model_type == "mobilebert":
+      stream = _mobilebert_block(layers[f"layer_{i}"], stream, facts)
+    else:
+      _attention_block(layers[f"layer_{i}_attention"], stream, facts)
+      _feed_forward(layers[f"layer_{i}_ffn"], stream, facts)
+  last = (layers[f"layer_{c.num_hidden_layers - 1}"].bottleneck_output_norm
+          if c.model_type == "mobilebert" and c.use_bottleneck else
+          layers[f"layer_{c.num_hidden_layers - 1}"].ffns[-1].norm
+          if c.model_type == "mobilebert" else
+          layers[f"layer_{c.num_hidden_layers - 1}_ffn"].norm)
+  if not stream.is_true:                      # the output must be the truth
+    _set_norm(last, stream.g, stream.c)
+    facts["folded"] -= 1
+    facts["kept"] += 1
+  return facts
+
+
+def fold_nonorms(model, config):
+  """(a copy of `model` with its NoNorms folded, {"folded", "kept"} counts).
+
+  Args:
+    model: our encoder or task model (built by tfmodels from `config`).
+    config: its ModelConfig.
+
+  Raises:
+    FoldError: the model cannot be folded exactly (LayerNorm, shared or
+      Kronecker layers); the message says which.
+  """
+  import tf_keras as keras
+  copy = keras.models.clone_model(model)
+  copy.set_weights(model.get_weights())
+  return copy, _fold_in_place(copy, config)

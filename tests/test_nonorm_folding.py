@@ -1,0 +1,118 @@
+"""NoNorm folding (converters/nonorm_folding.py): the folded model gives the
+same answers with its NoNorms turned into identities."""
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from converters import nonorm_folding
+from tfmodels.configs import load_config
+from tfmodels.encoders import build_encoder
+from tfmodels.models import build_classifier
+
+
+def _randomize_norms(model, seed=0):
+  """Trained-looking norms: scales 0.5..1.5 (some negative), offsets +-0.5."""
+  rng = np.random.default_rng(seed)
+  for layer in model.submodules:
+    if type(layer).__name__ == "NoNorm":
+      scale = rng.uniform(0.5, 1.5, layer.gamma.shape)
+      scale *= np.where(rng.random(layer.gamma.shape) < 0.1, -1, 1)
+      layer.gamma.assign(scale.astype(np.float32))
+      layer.beta.assign(rng.uniform(-0.5, 0.5, layer.beta.shape)
+                        .astype(np.float32))
+
+
+def _features(vocab_size, batch=3, length=12, seed=1):
+  rng = np.random.default_rng(seed)
+  mask = np.ones((batch, length), np.int32)
+  mask[1, 7:] = 0
+  return {"input_ids": tf.constant(rng.integers(1, vocab_size,
+                                                (batch, length)), tf.int32),
+          "input_mask": tf.constant(mask),
+          "segment_ids": tf.constant((np.arange(length) > 5).astype(np.int32)
+                                     [None].repeat(batch, 0))}
+
+
+def _nonorm_config(name, **changes):
+  return load_config(name).replace(normalization_type="no_norm", **changes)
+
+
+def _no_norms(model):
+  return [l for l in model.submodules if type(l).__name__ == "NoNorm"]
+
+
+@pytest.mark.parametrize("name,changes", [
+    ("tiny_mobilebert", {}),                              # shared q/k
+    ("tiny_mobilebert_tiny", {}),                         # bottleneck attention
+    ("tiny_ibbert", {}),                                  # the teacher
+    ("tiny_mobilebert", {"use_bottleneck": False,
+                         "key_query_shared_bottleneck": False,
+                         "intra_bottleneck_size": None}),
+    ("tiny_mobilebert", {"key_query_shared_bottleneck": False}),
+    ("tiny_bert", {"hidden_act": "relu"}),
+])
+def test_folded_encoder_matches_and_its_norms_are_identities(name, changes):
+  config = _nonorm_config(name, **changes)
+  tf.keras.utils.set_random_seed(0)
+  encoder = build_encoder(config)
+  _randomize_norms(encoder)
+  features = _features(config.vocab_size)
+  want = encoder(features, training=False)["sequence_output"].numpy()
+  folded, facts = nonorm_folding.fold_nonorms(encoder, config)
+  got = folded(features, training=False)["sequence_output"].numpy()
+  np.testing.assert_allclose(got, want, atol=2e-5 * np.abs(want).max())
+  norms = _no_norms(folded)
+  identities = [n for n in norms if np.all(n.gamma.numpy() == 1.0)
+                and np.all(n.beta.numpy() == 0.0)]
+  # Every norm but the last (which makes the output true again) folds.
+  assert facts == {"folded": len(norms) - 1, "kept": 1}
+  assert len(identities) == len(norms) - 1
+  # The original is untouched.
+  assert not np.all(_no_norms(encoder)[0].gamma.numpy() == 1.0)
+
+
+def test_a_tiny_scale_makes_the_stream_true_again_instead_of_dividing():
+  config = _nonorm_config("tiny_mobilebert")
+  tf.keras.utils.set_random_seed(0)
+  encoder = build_encoder(config)
+  _randomize_norms(encoder)
+  ffn_norm = encoder.get_layer("layer_0").ffns[0].norm
+  gamma = ffn_norm.gamma.numpy()
+  gamma[3] = 1e-6
+  ffn_norm.gamma.assign(gamma)
+  features = _features(config.vocab_size)
+  want = encoder(features, training=False)["sequence_output"].numpy()
+  folded, facts = nonorm_folding.fold_nonorms(encoder, config)
+  got = folded(features, training=False)["sequence_output"].numpy()
+  np.testing.assert_allclose(got, want, atol=2e-5 * np.abs(want).max())
+  assert facts["kept"] == 2
+  kept = folded.get_layer("layer_0").ffns[0].norm.gamma.numpy()
+  assert abs(kept[3]) < 1e-4      # the product n * g, kept as a real NoNorm
+
+
+def test_a_task_model_folds_with_its_head():
+  config = _nonorm_config("tiny_mobilebert")
+  tf.keras.utils.set_random_seed(0)
+  model = build_classifier(config, 3)
+  _randomize_norms(model)
+  features = _features(config.vocab_size)
+  want = model(features, training=False)["logits"].numpy()
+  folded, _ = nonorm_folding.fold_nonorms(model, config)
+  got = folded(features, training=False)["logits"].numpy()
+  np.testing.assert_allclose(got, want, atol=2e-5 * np.abs(want).max())
+
+
+@pytest.mark.parametrize("name,changes,message", [
+    ("tiny_mobilebert", {"normalization_type": "layer_norm"},
+     "only NoNorm folds"),
+    ("tiny_albert", {"normalization_type": "no_norm"}, "sharing_mode"),
+    ("tiny_kroneckerbert", {"normalization_type": "no_norm"},
+     "only plain Dense"),
+])
+def test_models_that_cannot_fold_exactly_are_refused(name, changes, message):
+  config = load_config(name).replace(**changes)
+  encoder = build_encoder(config)
+  _randomize_norms(encoder)
+  with pytest.raises(nonorm_folding.FoldError, match=message):
+    nonorm_folding.fold_nonorms(encoder, config)
