@@ -22,8 +22,9 @@ Timing is android_bench's: its host runner (android_bench.benchmark_model on
 ai_edge_litert, XNNPACK) for every file x --threads x --repeats through
 `run_matrix`, and, with --adb, the same cells on the attached phone through
 benchmark_model. A row's `median_ms` is the median of the repeats' medians
-(repeats outermost, so drift spreads over every cell), `runs` how many
-timed runs it pools.
+(repeats outermost, so drift spreads over every cell; within a repeat by
+mode, variant, then model, so compared cells run close together), `runs`
+how many timed runs it pools.
 
 Weights are random (latency does not depend on their values), except that
 norm scales and offsets are drawn around 1 and 0: left at their initial
@@ -392,6 +393,15 @@ def _cells():
   return cells
 
 
+def _timing_order(cell):
+  """Within a repeat, cells are timed by mode, then variant, then model: the
+  cells the checks compare (ours vs the peer, the four variants of a mode)
+  run seconds to a minute apart instead of a whole sweep apart, because this
+  host's speed drifts by a few % over minutes."""
+  return (FLAGS.modes.index(cell.mode), FLAGS.variants.index(cell.variant),
+          FLAGS.models.index(cell.model))
+
+
 def _threads():
   try:
     threads = [int(t) for t in FLAGS.threads]
@@ -431,7 +441,7 @@ def run_benchmark(out):
     converted = convert_cells(cells, work_dir, FLAGS.seq_length,
                               FLAGS.calibration_data, FLAGS.vocab_file,
                               FLAGS.num_calibration_samples)
-    paths = [converted[c.stem][0] for c in cells]
+    paths = [converted[c.stem][0] for c in sorted(cells, key=_timing_order)]
     runs = time_files(paths, threads, work_dir)
     rows = rows_of(cells, converted, runs)
   finally:
