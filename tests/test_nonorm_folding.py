@@ -42,6 +42,16 @@ def _no_norms(model):
   return [l for l in model.submodules if type(l).__name__ == "NoNorm"]
 
 
+def _fold_and_compare(model, config, output="sequence_output"):
+  """fold_nonorms' (copy, facts), once its `output` matches the original's."""
+  features = _features(config.vocab_size)
+  want = model(features, training=False)[output].numpy()
+  folded, facts = nonorm_folding.fold_nonorms(model, config)
+  got = folded(features, training=False)[output].numpy()
+  np.testing.assert_allclose(got, want, atol=2e-5 * np.abs(want).max())
+  return folded, facts
+
+
 @pytest.mark.parametrize("name,changes", [
     ("tiny_mobilebert", {}),                              # shared q/k
     ("tiny_mobilebert_tiny", {}),                         # bottleneck attention
@@ -57,11 +67,7 @@ def test_folded_encoder_matches_and_its_norms_are_identities(name, changes):
   tf.keras.utils.set_random_seed(0)
   encoder = build_encoder(config)
   _randomize_norms(encoder)
-  features = _features(config.vocab_size)
-  want = encoder(features, training=False)["sequence_output"].numpy()
-  folded, facts = nonorm_folding.fold_nonorms(encoder, config)
-  got = folded(features, training=False)["sequence_output"].numpy()
-  np.testing.assert_allclose(got, want, atol=2e-5 * np.abs(want).max())
+  folded, facts = _fold_and_compare(encoder, config)
   norms = _no_norms(folded)
   identities = [n for n in norms if np.all(n.gamma.numpy() == 1.0)
                 and np.all(n.beta.numpy() == 0.0)]
@@ -81,11 +87,7 @@ def test_a_tiny_scale_makes_the_stream_true_again_instead_of_dividing():
   gamma = ffn_norm.gamma.numpy()
   gamma[3] = 1e-6
   ffn_norm.gamma.assign(gamma)
-  features = _features(config.vocab_size)
-  want = encoder(features, training=False)["sequence_output"].numpy()
-  folded, facts = nonorm_folding.fold_nonorms(encoder, config)
-  got = folded(features, training=False)["sequence_output"].numpy()
-  np.testing.assert_allclose(got, want, atol=2e-5 * np.abs(want).max())
+  folded, facts = _fold_and_compare(encoder, config)
   assert facts["kept"] == 2
   kept = folded.get_layer("layer_0").ffns[0].norm.gamma.numpy()
   assert abs(kept[3]) < 1e-4      # the product n * g, kept as a real NoNorm
@@ -96,11 +98,7 @@ def test_a_task_model_folds_with_its_head():
   tf.keras.utils.set_random_seed(0)
   model = build_classifier(config, 3)
   _randomize_norms(model)
-  features = _features(config.vocab_size)
-  want = model(features, training=False)["logits"].numpy()
-  folded, _ = nonorm_folding.fold_nonorms(model, config)
-  got = folded(features, training=False)["logits"].numpy()
-  np.testing.assert_allclose(got, want, atol=2e-5 * np.abs(want).max())
+  _fold_and_compare(model, config, "logits")
 
 
 @pytest.mark.parametrize("name,changes,message", [
