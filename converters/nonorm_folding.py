@@ -21,7 +21,7 @@ for export only.
 On MobileBERT this removes 6 element-wise MUL + ADD pairs per layer
 (BUILD_NOTES.md, "Folding NoNorm").
 
-    folded, facts = fold_nonorms(model)
+    folded, facts = fold_nonorms(model, config)
 """
 
 import numpy as np
@@ -34,11 +34,13 @@ class FoldError(ValueError):
 
 
 class _Stream:
-  """A residual stream's per-channel map from the graph's z to the truth."""
+  """A residual stream's per-channel map from the graph's z to the truth,
+  and the norm that last wrote it (where the truth is restored)."""
 
   def __init__(self, width):
     self.g = np.ones(width)
     self.c = np.zeros(width)
+    self.norm = None
 
   @property
   def is_true(self):
@@ -78,27 +80,34 @@ def _set_norm(norm, gamma, beta):
   norm.beta.assign(np.asarray(beta, np.float32))
 
 
-def _into_output(layer, norm):
+def _into_output(layer, norm, facts):
   """NoNorm(Dense(x)) with nothing else reading the Dense: fold into it."""
   n, m = _norm_weights(norm)
   kernel, bias = _dense(layer)
   kernel.assign((kernel.numpy() * n[None, :]).astype(np.float32))
   bias.assign((bias.numpy() * n + m).astype(np.float32))
   _set_norm(norm, np.ones_like(n), np.zeros_like(m))
+  facts["folded"] += 1
 
 
 def _residual(stream, branch, norm, facts):
-  """norm(branch + stream): the branch's last Dense absorbs 1/g and c; the
-  stream takes the norm's scale unless it would leave G_RANGE."""
-  n, m = _norm_weights(norm)
+  """norm(branch + stream): the branch's last Dense absorbs 1/g and c."""
   kernel, bias = _dense(branch)
   if not stream.is_true:
     w = kernel.numpy().astype(np.float64)
     b = bias.numpy().astype(np.float64)
     kernel.assign((w / stream.g[None, :]).astype(np.float32))
     bias.assign(((b + stream.c) / stream.g).astype(np.float32))
+  _take_norm(stream, norm, facts)
+
+
+def _take_norm(stream, norm, facts):
+  """The stream passes `norm`: its scale moves into the stream, unless the
+  product would leave G_RANGE; then the norm restores the truth."""
+  n, m = _norm_weights(norm)
   g = n * stream.g
   magnitude = np.abs(g)
+  stream.norm = norm
   if np.all(np.isfinite(g)) and np.all((magnitude >= G_RANGE[0]) &
                                        (magnitude <= G_RANGE[1])):
     stream.g, stream.c = g, m
@@ -115,26 +124,20 @@ def _mobilebert_block(block, x, facts):
   c = block.config
   attention = block.attention
   layer_input = x
+  x_readers = [attention.query_dense, attention.key_dense,
+               attention.value_dense]
   if c.use_bottleneck:
     _read(x, block.bottleneck_input)
-    _into_output(block.bottleneck_input, block.bottleneck_input_norm)
-    facts["folded"] += 1
+    _into_output(block.bottleneck_input, block.bottleneck_input_norm, facts)
     layer_input = _Stream(c.intra_bottleneck_size)
     if c.use_bottleneck_attention:
-      pass                                # q, k, v read layer_input (true)
+      x_readers = []                      # q, k, v read layer_input (true)
     elif c.key_query_shared_bottleneck:
       _read(x, block.shared_qk)
-      _into_output(block.shared_qk, block.shared_qk_norm)
-      facts["folded"] += 1
-      _read(x, attention.value_dense)
-    else:
-      for dense in (attention.query_dense, attention.key_dense,
-                    attention.value_dense):
-        _read(x, dense)
-  else:
-    for dense in (attention.query_dense, attention.key_dense,
-                  attention.value_dense):
-      _read(x, dense)
+      _into_output(block.shared_qk, block.shared_qk_norm, facts)
+      x_readers = [attention.value_dense]
+  for dense in x_readers:
+    _read(x, dense)
   h = layer_input
   _residual(h, attention.output_dense, block.attention_norm, facts)
   for ffn in block.ffns:
@@ -194,25 +197,16 @@ def _fold_in_place(model, config):
       embeddings.project_last):
     raise FoldError("no embeddings layer, or a projection after its norm")
   facts = {"folded": 0, "kept": 0}
-  width = embeddings.norm.gamma.shape[0]
-  stream = _Stream(width)
-  n, m = _norm_weights(embeddings.norm)
-  stream.g, stream.c = n, m
-  _set_norm(embeddings.norm, np.ones_like(n), np.zeros_like(m))
-  facts["folded"] += 1
+  stream = _Stream(embeddings.norm.gamma.shape[0])
+  _take_norm(stream, embeddings.norm, facts)
   for i in range(c.num_hidden_layers):
     if c.model_type == "mobilebert":
       stream = _mobilebert_block(layers[f"layer_{i}"], stream, facts)
     else:
       _attention_block(layers[f"layer_{i}_attention"], stream, facts)
       _feed_forward(layers[f"layer_{i}_ffn"], stream, facts)
-  last = (layers[f"layer_{c.num_hidden_layers - 1}"].bottleneck_output_norm
-          if c.model_type == "mobilebert" and c.use_bottleneck else
-          layers[f"layer_{c.num_hidden_layers - 1}"].ffns[-1].norm
-          if c.model_type == "mobilebert" else
-          layers[f"layer_{c.num_hidden_layers - 1}_ffn"].norm)
   if not stream.is_true:                      # the output must be the truth
-    _set_norm(last, stream.g, stream.c)
+    _set_norm(stream.norm, stream.g, stream.c)
     facts["folded"] -= 1
     facts["kept"] += 1
   return facts
