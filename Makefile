@@ -41,14 +41,14 @@ test: system-packages $(VENV)/.installed
 # DEMO_FLAGS="--benchmark_binary ~/bin/android_aarch64_benchmark_model".
 DEMO_FLAGS ?=
 demo: $(VENV)/.installed
-	$(PY) -m tfmodels.experiments.demo --output_dir demo_output $(DEMO_FLAGS)
+	$(PY) -m experiments.demo --output_dir demo_output $(DEMO_FLAGS)
 
 # The latency sweep of issue 7 (Table 7, fast int8, the Model Garden peer);
 # converted files are cached in BENCH_WORK, so a re-run only times.
-BENCH_WORK ?= /tmp/converters_benchmark
+BENCH_WORK ?= /tmp/latency_benchmark
 BENCH_FLAGS ?=
 benchmark: $(VENV)/.installed
-	$(PY) -m converters.benchmark --output_dir converters/results --work_dir $(BENCH_WORK) --overwrite $(BENCH_FLAGS)
+	$(PY) -m experiments.latency_benchmark --output_dir experiments/results --work_dir $(BENCH_WORK) --overwrite $(BENCH_FLAGS)
 
 clean:
 	rm -rf $(VENV) .pytest_cache

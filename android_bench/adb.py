@@ -111,12 +111,6 @@ class Adb:
         return entry["state"]
     return None
 
-  def check_connected(self):
-    state = self.state()
-    if state != "device":
-      raise DeviceGone(f"device {self.serial} is "
-                       f"{state or 'no longer attached'}")
-
   def shell(self, command, timeout):
     """Runs a command line on the device; (exit status, stdout + stderr)."""
     return self.run(["shell", command], timeout)

@@ -35,7 +35,7 @@ import time
 
 from absl import app, flags
 
-from android_bench.delegates import delegate_coverage
+from converters.delegates import delegate_coverage
 
 FLAGS = flags.FLAGS
 flags.DEFINE_string("graph", "", "The .tflite model to benchmark.")

@@ -14,9 +14,9 @@ file name, runner, delegate and thread count; the ratio is new / old, so
 below 1 is faster.
 """
 
-import os
 import statistics
-import tempfile
+
+from android_bench.plotting import pyplot, save_figure
 
 _KEY = ("model", "runner", "delegate", "threads")
 
@@ -140,34 +140,11 @@ def compare(old, new):
   return "\n".join(lines) + "\n", pairs
 
 
-def _pyplot():
-  import logging
-  import matplotlib
-  matplotlib.use("Agg")
-  logging.getLogger("matplotlib").setLevel(logging.WARNING)  # font cache
-  import matplotlib.pyplot as plt
-  return plt
-
-
-def _save(fig, path):
-  """Writes a figure atomically (temp file, then rename)."""
-  directory = os.path.dirname(os.path.abspath(path))
-  os.makedirs(directory, exist_ok=True)
-  fd, temp = tempfile.mkstemp(prefix=".plot-", suffix=".png", dir=directory)
-  os.close(fd)
-  try:
-    fig.savefig(temp, dpi=110, bbox_inches="tight")
-    os.replace(temp, path)
-  finally:
-    if os.path.exists(temp):
-      os.unlink(temp)
-
-
 def plot_latency(runs, path):
   """Grouped bars: latency per model, one bar per thread count (and
   delegate / runner / run), whiskers from p5 to p95. Returns the number of
   bars drawn; with none, writes nothing."""
-  plt = _pyplot()
+  plt = pyplot()
   series, models = {}, []
   for run in runs:
     for row in summarize(run):
@@ -202,15 +179,14 @@ def plot_latency(runs, path):
   ax.set_ylabel("latency (ms), whiskers p5..p95")
   ax.set_title("benchmark_model latency per model and thread count")
   ax.legend(fontsize="small")
-  _save(fig, path)
-  plt.close(fig)
+  save_figure(fig, path)
   return sum(len(rows) for rows in series.values())
 
 
 def plot_ratios(pairs, path, title):
   """Horizontal bars of B / A per matched row, with the 1.0 line (nothing
   is written when no row matched)."""
-  plt = _pyplot()
+  plt = pyplot()
   pairs = [p for p in pairs if p["ratio"] is not None]
   if not pairs:
     return 0
@@ -224,6 +200,5 @@ def plot_ratios(pairs, path, title):
   ax.invert_yaxis()
   ax.set_xlabel("latency ratio B / A (below 1: B is faster)")
   ax.set_title(title)
-  _save(fig, path)
-  plt.close(fig)
+  save_figure(fig, path)
   return len(pairs)

@@ -33,12 +33,12 @@ says `"complete": false`.
 import datetime
 import json
 import os
-import tempfile
 import uuid
+
+from tfmodels.staging import write_file
 
 KIND = "android_bench.run"
 SCHEMA_VERSION = 1
-STATUSES = ("ok", "error", "timeout", "skipped")
 
 
 class ResultsError(ValueError):
@@ -104,19 +104,8 @@ def run_path(results_dir, run):
 
 def save_run(run, results_dir):
   """Writes (or rewrites) the run's JSON atomically; returns its path."""
-  os.makedirs(results_dir, exist_ok=True)
-  path = run_path(results_dir, run)
-  fd, temp = tempfile.mkstemp(prefix=".run-", suffix=".json", dir=results_dir)
-  try:
-    with os.fdopen(fd, "w") as f:
-      json.dump(run, f, indent=1)
-      f.write("\n")
-    os.replace(temp, path)
-  except BaseException:
-    if os.path.exists(temp):
-      os.unlink(temp)
-    raise
-  return path
+  return write_file(run_path(results_dir, run),
+                    json.dumps(run, indent=1) + "\n")
 
 
 def load_run(path):

@@ -10,7 +10,6 @@
   validate.py        the report: differences, metrics, thresholds, Markdown
   metadata.py        Task Library metadata (vocab, tokenizer, tensor names)
   model_card.py      the JSON card beside each .tflite
-  output_files.py    staged outputs, renamed into place at the end
   native_output.py   keeps the C++ converter's logging off the terminal
   schema/            TFLite metadata schema and its flatc-generated classes
 """

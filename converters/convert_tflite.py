@@ -29,7 +29,6 @@ import dataclasses
 import json
 import os
 import sys
-import tempfile
 
 from absl import app, flags, logging
 
@@ -168,7 +167,8 @@ def plan(out):
     raise UsageError("--data_dir needs --task (no task.json says it)")
   if FLAGS.max_metric_drop is not None and not FLAGS.data_dir:
     raise UsageError("--max_metric_drop needs --data_dir to measure on")
-  integer_modes = [m for m in modes if m in ("int8", "int16x8")]
+  from converters.quantize import INTEGER_MODES
+  integer_modes = [m for m in modes if m in INTEGER_MODES]
   if integer_modes and not (FLAGS.representative_data or FLAGS.data_dir):
     raise UsageError(f"--modes {','.join(integer_modes)} need calibration "
                      "text: --representative_data or --data_dir")
@@ -317,58 +317,36 @@ def substitute_reference(p, ref):
   ref.substitution = facts
 
 
-def model_to_export(ref):
-  """ref.source.model, with its NoNorms folded (--fold_nonorm) when they
-  fold exactly; records what happened in ref.nonorm_folding."""
-  from converters import nonorm_folding
-  src = ref.source
-  if not FLAGS.fold_nonorm or src.config is None:
-    return src.model
-  try:
-    folded, ref.nonorm_folding = nonorm_folding.fold_nonorms(src.model,
-                                                             src.config)
-  except nonorm_folding.FoldError as e:
-    ref.nonorm_folding = {"not_folded": str(e)}
-    return src.model
-  _progress(f"folded {ref.nonorm_folding['folded']} NoNorms into their "
-            f"neighbours")
-  return folded
-
-
 def convert_modes(p, ref):
   """{mode: (bytes of the final file, its measurements)}."""
-  from converters import (contract, export, metadata, quantize,
-                          representative, tflite_file, validate)
+  from converters import (contract, conversion, metadata,
+                          representative, validate)
   expected = {k: (1,) + v.shape[1:] for k, v in ref.outputs.items()}
+  result = conversion.convert_model(
+      ref.source.model, ref.source.head, p.seq_length, p.modes,
+      ref.calibration and representative.calibration_dataset(
+          ref.calibration, FLAGS.num_calibration_samples),
+      config=ref.source.config, fold_nonorm=FLAGS.fold_nonorm,
+      strict_int8=FLAGS.strict_int8,
+      allow_select_tf_ops=FLAGS.allow_select_tf_ops,
+      int8_recipe=FLAGS.int8_recipe, log=_progress)
+  ref.nonorm_folding = result.nonorm_folding
   converted = {}
-  with tempfile.TemporaryDirectory() as scratch:
-    saved_model = os.path.join(scratch, "saved_model")
-    _progress(f"exporting a fixed [1, {p.seq_length}] SavedModel")
-    export.export_saved_model(model_to_export(ref), ref.source.head,
-                              p.seq_length, saved_model)
-    dataset = ref.calibration and representative.calibration_dataset(
-        ref.calibration, FLAGS.num_calibration_samples)
-    for mode in p.modes:
-      _progress(f"[{mode}] converting")
-      data = quantize.convert(
-          saved_model, mode, dataset if mode in p.integer_modes else None,
-          FLAGS.strict_int8, FLAGS.allow_select_tf_ops, FLAGS.int8_recipe)
-      # Tensors take their signature names, so apps find them either way.
-      data = tflite_file.rewrite(
-          data, tensor_names=tflite_file.signature_tensor_names(data))
-      try:
-        facts = contract.check(data, expected, p.seq_length,
-                               FLAGS.allow_select_tf_ops)
-      except contract.ContractError as e:
-        raise contract.ContractError(f"{mode}: {e}") from None
-      _progress(f"[{mode}] validating ({len(data) / 1e6:.2f} MB)")
-      if FLAGS.metadata:
-        data = metadata.attach(data, ref.source.head, p.vocab_file,
-                               ref.labels, description=f"{p.name} ({mode})")
-      result = validate.measure_mode(data, ref.outputs, ref.inputs, ref.task,
-                                     FLAGS.eval_split, FLAGS.num_threads)
-      result.update(file=p.files[mode][0], contract=facts)
-      converted[mode] = (data, result)
+  for mode, (data, _) in result.files.items():
+    try:
+      facts = contract.check(data, expected, p.seq_length,
+                             FLAGS.allow_select_tf_ops)
+    except contract.ContractError as e:
+      raise contract.ContractError(f"{mode}: {e}") from None
+    _progress(f"[{mode}] validating ({len(data) / 1e6:.2f} MB)")
+    if FLAGS.metadata:
+      data = metadata.attach(data, ref.source.head, p.vocab_file,
+                             ref.labels, description=f"{p.name} ({mode})")
+    result_of_mode = validate.measure_mode(
+        data, ref.outputs, ref.inputs, ref.task, FLAGS.eval_split,
+        FLAGS.num_threads)
+    result_of_mode.update(file=p.files[mode][0], contract=facts)
+    converted[mode] = (data, result_of_mode)
   return converted
 
 
@@ -441,7 +419,7 @@ def main(argv):
   if len(argv) > 1:
     raise app.UsageError(f"unexpected arguments: {' '.join(argv[1:])}")
   logging.set_verbosity(logging.WARNING)
-  from converters.output_files import OutputFiles
+  from tfmodels.staging import OutputFiles
   try:
     out = OutputFiles(FLAGS.output_dir, FLAGS.overwrite)
   except ValueError as e:

@@ -29,7 +29,8 @@ all inside the one XNNPACK partition. A phone NPU that runs int8 softmax
 would rather have the strict graph: the `standard` recipe (quantize.py) and
 `--strict_int8` keep it.
 
-    data, facts = convert(saved_model_dir, calibration_dataset(features, 100))
+    data, facts = convert(quantize.make_converter(saved_model_dir, "int8",
+                                                  representative))
 """
 
 import collections
@@ -53,11 +54,10 @@ _KEEP_INT8_OPS = ("FULLY_CONNECTED", "BATCH_MATMUL", "CONV_2D",
                   "CONCATENATION", "PAD", "GATHER", "CAST")
 
 
-def calibrate(saved_model_dir, representative):
-  """The converter's calibrated model: the float graph, each tensor carrying
-  its [min, max] over the representative data."""
-  from converters import quantize
-  converter = quantize.make_converter(saved_model_dir, "int8", representative)
+def calibrate(converter):
+  """The calibrated model of an int8 TFLiteConverter (quantize.py makes
+  it): the float graph, each tensor carrying its [min, max] over the
+  representative data."""
   converter._experimental_calibrate_only = True  # pylint: disable=protected-access
   with native_output_to(os.devnull):
     return converter.convert()
@@ -158,7 +158,7 @@ def quantize_calibrated(calibrated, denylisted_nodes=(), strict=False):
 def refused_int8_nodes(data):
   """{output tensor name: op name} of the int8 nodes XNNPACK did not take."""
   from ai_edge_litert.interpreter import Interpreter
-  from android_bench.delegates import delegated_nodes
+  from converters.delegates import delegated_nodes
   with native_output_to(os.devnull):
     interpreter = Interpreter(model_content=data, num_threads=1)
     interpreter.allocate_tensors()
@@ -174,8 +174,9 @@ def refused_int8_nodes(data):
   return refused
 
 
-def convert(saved_model_dir, representative, max_rounds=5):
-  """Full-integer model for XNNPACK (see the module docstring).
+def convert(converter, max_rounds=5):
+  """Full-integer model for XNNPACK (see the module docstring) from an int8
+  TFLiteConverter with its representative dataset.
 
   Returns:
     (bytes, facts) with facts = {"symmetric_tensors": tensors made
@@ -183,8 +184,7 @@ def convert(saved_model_dir, representative, max_rounds=5):
     float, "refused": {op: count} of int8 nodes XNNPACK still refuses
     (empty when it took every one)}.
   """
-  calibrated = calibrate(saved_model_dir, representative)
-  return from_calibrated(calibrated, max_rounds)
+  return from_calibrated(calibrate(converter), max_rounds)
 
 
 def from_calibrated(calibrated, max_rounds=5):

@@ -24,14 +24,33 @@ native log is kept off the terminal and its failure reduced to one line.
 import os
 import re
 
+from converters import fast_int8
 from converters.native_output import native_output_to
 
 # TensorFlow is imported where it is used, so that the command can check its
 # flags against MODES before paying for it.
 
+# The one list of modes (commands, benchmark and reports take it from here).
 MODES = ("float32", "float16", "dynamic", "int8", "int16x8")
 INTEGER_MODES = ("int8", "int16x8")
-INT8_RECIPES = ("xnnpack", "standard")
+INT8_RECIPES = ("xnnpack", "standard")  # the first is the default
+
+
+def mode_labels():
+  """Names for reports comparing recipes: every mode, and int8 under each
+  other recipe as `int8_RECIPE` (`int8_standard`)."""
+  return MODES + tuple(f"int8_{r}" for r in INT8_RECIPES[1:])
+
+
+def parse_mode_label(label):
+  """(mode, int8 recipe) of a `mode_labels()` name; ValueError otherwise."""
+  if label in MODES:
+    return label, INT8_RECIPES[0]
+  mode, _, recipe = label.partition("_")
+  if mode == "int8" and recipe in INT8_RECIPES:
+    return mode, recipe
+  raise ValueError(f"unknown mode {label!r}; modes are "
+                   f"{', '.join(mode_labels())}")
 
 
 class ConversionError(ValueError):
@@ -90,19 +109,30 @@ def _one_line(error, mode, strict_int8, allow_select_tf_ops):
 def convert(saved_model_dir, mode, representative=None, strict_int8=False,
             allow_select_tf_ops=False, int8_recipe="xnnpack"):
   """Bytes of the .tflite model; ConversionError (one line) on failure."""
+  return convert_with_facts(saved_model_dir, mode, representative,
+                            strict_int8, allow_select_tf_ops, int8_recipe)[0]
+
+
+def convert_with_facts(saved_model_dir, mode, representative=None,
+                       strict_int8=False, allow_select_tf_ops=False,
+                       int8_recipe="xnnpack"):
+  """(bytes, recipe facts): `convert`, with what the xnnpack int8 recipe
+  did (fast_int8.convert's facts; {} for every other mode and recipe).
+
+  The recipe is chosen here and only here: `xnnpack` applies to int8 that
+  is neither strict nor mixed with select TF ops."""
   from tensorflow.lite.python.convert_phase import ConverterError
   if int8_recipe not in INT8_RECIPES:
     raise ValueError(f"unknown int8 recipe {int8_recipe!r}; recipes are "
                      f"{list(INT8_RECIPES)}")
   try:
-    if (mode == "int8" and int8_recipe == "xnnpack" and not strict_int8
-        and not allow_select_tf_ops):
-      from converters import fast_int8
-      return fast_int8.convert(saved_model_dir, representative)[0]
     converter = make_converter(saved_model_dir, mode, representative,
                                strict_int8, allow_select_tf_ops)
+    if (mode == "int8" and int8_recipe == "xnnpack" and not strict_int8
+        and not allow_select_tf_ops):
+      return fast_int8.convert(converter)
     with native_output_to(os.devnull):
-      return converter.convert()
+      return converter.convert(), {}
   except (ConverterError, RuntimeError, ValueError) as e:
     raise ConversionError(_one_line(e, mode, strict_int8,
                                     allow_select_tf_ops)) from None

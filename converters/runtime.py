@@ -20,7 +20,7 @@ import tempfile
 import numpy as np
 from ai_edge_litert.interpreter import Interpreter
 
-from android_bench.delegates import delegated_nodes
+from converters.delegates import delegated_nodes
 from converters.contract import SIGNATURE_KEY
 from converters.native_output import native_output_to
 

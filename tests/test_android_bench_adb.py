@@ -1,9 +1,9 @@
 """`android_bench run --target adb` through the unmodified Debian `adb` client.
 
 Each test starts its own adb server on a private port (adb -P) with its own
-HOME, and a stand-in device (android_bench.standin_device) that the server
-reaches with `adb connect 127.0.0.1:PORT` and talks to in adb's device
-protocol. The device runs commands in a sandbox standing for /data/local/tmp,
+HOME, and a stand-in device (tests/fixtures/android_bench/standin_device.py)
+that the server reaches with `adb connect 127.0.0.1:PORT` and talks to in
+adb's device protocol. The device runs commands in a sandbox standing for /data/local/tmp,
 where the "benchmark_model" binary pushed by the harness is a script around
 our ai_edge_litert runner. The server is killed at the end of every test.
 """
@@ -21,7 +21,8 @@ import time
 import pytest
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, os.path.join(REPO, "tests", "fixtures", "android_bench"))
+FIXTURES = os.path.join(REPO, "tests", "fixtures", "android_bench")
+sys.path.insert(0, FIXTURES)
 from tiny_models import write_models  # noqa: E402  pylint: disable=wrong-import-position
 
 ADB = "/usr/bin/adb"
@@ -65,7 +66,7 @@ class Lab:
     port_file = self.tmp / "device.port"
     self.device_log = open(self.tmp / "device.log", "w")
     self.device = subprocess.Popen(
-        [sys.executable, "-m", "android_bench.standin_device",
+        [sys.executable, os.path.join(FIXTURES, "standin_device.py"),
          f"--sandbox={self.sandbox}", f"--port_file={port_file}"],
         env=self.env, stdout=self.device_log, stderr=subprocess.STDOUT,
         start_new_session=True)  # its own group: killed with its children

@@ -18,7 +18,7 @@ from conftest import REPO
 from tfmodels.checkpoints import hf, tf1
 from tfmodels.checkpoints.model_dir import load_model_dir, save_model_dir
 from tfmodels.checkpoints.teachers import load_teacher
-from tfmodels.checkpoints.transfer import CheckpointError
+from tfmodels.checkpoints.weight_mapping import CheckpointError
 
 FIXTURES = os.path.join(REPO, "tests", "fixtures", "checkpoints")
 HF_FIXTURES = ["bert_pretraining", "bert_classifier", "bert_qa",

@@ -11,8 +11,8 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from converters import (contract, export, output_files, quantize,
-                        representative, runtime, tflite_file, validate)
+from converters import (contract, export, quantize, representative, runtime,
+                        tflite_file, validate)
 from fixtures.converters import tiny_models
 
 L = 16
@@ -237,20 +237,6 @@ def test_regression_head_exports_a_score():
       "classifier", {"logits": tf.constant([[0.0, np.log(3.0)]])})
   np.testing.assert_allclose(probability["probability"], [[0.25, 0.75]],
                              rtol=1e-6)
-
-
-def test_output_files_are_staged_then_renamed(tmp_path):
-  out = output_files.OutputFiles(str(tmp_path / "new" / "dir"))
-  out.add("a.txt", "text")
-  out.add("b.bin", b"\x00")
-  assert not (tmp_path / "new").exists()  # nothing visible yet
-  out.commit()
-  assert sorted(os.listdir(tmp_path / "new" / "dir")) == ["a.txt", "b.bin"]
-  assert sorted(os.listdir(tmp_path)) == ["new"]  # staging removed
-  again = output_files.OutputFiles(str(tmp_path / "new" / "dir"))
-  with pytest.raises(output_files.OutputError, match="a.txt exists"):
-    again.refuse_existing(["a.txt"])
-  assert sorted(os.listdir(tmp_path)) == ["new"]
 
 
 @pytest.mark.skipif(shutil.which("flatc") is None, reason="needs flatc")

@@ -15,9 +15,9 @@ import time
 
 import pytest
 
-from tfmodels.experiments import demo_steps as demo
-from tfmodels.experiments.demo_results import verdict
-from tfmodels.pipeline import Step, StepError, run_steps
+from experiments import demo_steps as demo
+from experiments.demo_results import verdict
+from experiments.pipeline import Step, StepError, run_steps
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -175,7 +175,7 @@ def _demo(out, *args):
   env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3", "CUDA_VISIBLE_DEVICES": ""}
   began = time.time()
   result = subprocess.run(
-      [sys.executable, "-m", "tfmodels.experiments.demo", "--tiny",
+      [sys.executable, "-m", "experiments.demo", "--tiny",
        "--output_dir", str(out), "--jobs", "3", *args],
       capture_output=True, text=True, env=env, cwd=REPO)
   assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]

@@ -6,8 +6,8 @@ import time
 
 import pytest
 
-from tfmodels.experiments.transfer import SCALES, build_steps
-from tfmodels.pipeline import Step, StepError, run_steps
+from experiments.knowledge_transfer import SCALES, build_steps
+from experiments.pipeline import Step, StepError, run_steps
 
 
 def _append(log, name):

@@ -16,16 +16,21 @@ import pytest
 import tensorflow as tf
 
 from android_bench import qa_demo
-from android_bench.qa_demo import answering, demo_passages, golden
+from android_bench.qa_demo import answering, demo_passages
 from android_bench.qa_demo.span_model import SpanModel
 from conftest import DATA, REPO, VOCAB
 
 FIXTURES = os.path.join(REPO, "tests", "fixtures", "qa_demo")
+sys.path.insert(0, FIXTURES)
+import golden  # noqa: E402  pylint: disable=wrong-import-position
+GOLDEN = os.path.join(FIXTURES, "golden.py")
 ENV = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"}
 
 
-def _command(module, *args):
-  return subprocess.run([sys.executable, "-m", module, *args],
+def _command(module_or_script, *args):
+  command = ([module_or_script] if module_or_script.endswith(".py")
+             else ["-m", module_or_script])
+  return subprocess.run([sys.executable, *command, *args],
                         capture_output=True, text=True, env=ENV, cwd=REPO)
 
 
@@ -40,7 +45,7 @@ def _long_passage():
 @pytest.fixture(scope="module")
 def tiny(tmp_path_factory, tokenizer):
   """(path, keras model) of the tiny converted span model."""
-  from android_bench.qa_demo.tiny_model import export_tiny_span_model
+  from tiny_model import export_tiny_span_model
   path = str(tmp_path_factory.mktemp("tiny") / "tiny_qa.tflite")
   model = export_tiny_span_model(path, vocab_size=len(tokenizer))
   return path, model
@@ -59,7 +64,7 @@ def test_golden_vectors_are_what_the_pipeline_makes_today(tokenizer):
   for name, lines in made.items():
     stored = golden.read_gzip_lines(os.path.join(FIXTURES, name))
     assert stored == lines, (
-        f"{name} is stale: python -m android_bench.qa_demo.golden "
+        f"{name} is stale: python tests/fixtures/qa_demo/golden.py "
         "--output_dir tests/fixtures/qa_demo --overwrite")
   # What the JVM tests lean on: many texts, long and non-Latin passages.
   sentences = [l for l in made["tokenization.tsv.gz"] if l.startswith("T\t")]
@@ -137,12 +142,12 @@ def test_golden_command_refuses_to_overwrite(tmp_path):
   out = tmp_path / "fixtures"
   out.mkdir()
   (out / "keep.txt").write_text("mine")
-  result = _command("android_bench.qa_demo.golden", "--output_dir", str(out))
+  result = _command(GOLDEN, "--output_dir", str(out))
   assert result.returncode != 0
   assert result.stderr.strip().splitlines()[-1] == (
       f"error: --output_dir {out} exists (pass --overwrite)")
   assert (out / "keep.txt").read_text() == "mine"
-  result = _command("android_bench.qa_demo.golden", "--output_dir",
+  result = _command(GOLDEN, "--output_dir",
                     str(tmp_path / "new"), "--model",
                     str(tmp_path / "no.tflite"))
   assert result.returncode != 0

@@ -93,7 +93,7 @@ def test_tokenize_command_prints_what_python_prints(classes):
       [_tool("java"), "-cp", str(main), MAIN, "--vocab_file", VOCAB],
       input=text.encode("utf-8"), capture_output=True, check=True)
   python = subprocess.run(
-      [sys.executable, "-m", "tfmodels.tokenize", "--vocab_file", VOCAB],
+      [sys.executable, "-m", "tfmodels.tokenize_lines", "--vocab_file", VOCAB],
       input=text.encode("utf-8"), capture_output=True, check=True,
       env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"})
   java_lines = java.stdout.decode("utf-8").split("\n")

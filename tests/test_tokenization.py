@@ -104,7 +104,7 @@ def test_cased_tokenizer_matches_reference_without_lower_casing():
 def test_tokenize_command_prints_pieces_per_line(tokenizer, tmp_path):
   lines = HARD_LINES[:3] + [""] + HARD_LINES[7:8]
   out = subprocess.run(
-      [sys.executable, "-m", "tfmodels.tokenize", "--vocab_file", VOCAB],
+      [sys.executable, "-m", "tfmodels.tokenize_lines", "--vocab_file", VOCAB],
       input="\n".join(lines) + "\n", capture_output=True, text=True,
       check=True, env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"})
   expected = [" ".join(p) for p in tokenizer.tokenize_batch(lines)]
@@ -113,7 +113,7 @@ def test_tokenize_command_prints_pieces_per_line(tokenizer, tmp_path):
 
 def test_tokenize_command_rejects_missing_vocab(tmp_path):
   out = subprocess.run(
-      [sys.executable, "-m", "tfmodels.tokenize", "--vocab_file",
+      [sys.executable, "-m", "tfmodels.tokenize_lines", "--vocab_file",
        str(tmp_path / "nope.txt")], input="x\n", capture_output=True,
       text=True, env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"})
   assert out.returncode != 0

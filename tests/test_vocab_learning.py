@@ -33,7 +33,7 @@ def test_overlap_is_the_fraction_of_student_pieces_in_teacher():
 def test_command_reports_overlap(tmp_path):
   out = tmp_path / "student.txt"
   result = subprocess.run(
-      [sys.executable, "-m", "tfmodels.learn_vocab", "--corpus", HELDOUT_CORPUS,
+      [sys.executable, "-m", "tfmodels.build_student_vocab", "--corpus", HELDOUT_CORPUS,
        "--vocab_size", "200", "--max_lines", "500", "--output", str(out),
        "--teacher_vocab", VOCAB], capture_output=True, text=True,
       env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"})
@@ -42,7 +42,7 @@ def test_command_reports_overlap(tmp_path):
   expected = 100 * overlap(vocab, load_vocab(VOCAB))
   assert f"holds {expected:.1f}% of them" in result.stdout
   refused = subprocess.run(
-      [sys.executable, "-m", "tfmodels.learn_vocab", "--corpus", HELDOUT_CORPUS,
+      [sys.executable, "-m", "tfmodels.build_student_vocab", "--corpus", HELDOUT_CORPUS,
        "--output", str(out)], capture_output=True, text=True,
       env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"})
   assert refused.returncode != 0

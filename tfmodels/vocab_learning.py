@@ -7,16 +7,15 @@ This uses tensorflow-text's WordPiece learner with BERT's word splitting, then
 adds each printable ASCII character both word-initial (`a`) and word-internal
 (`##a`). The command:
 
-    python -m tfmodels.learn_vocab \
+    python -m tfmodels.build_student_vocab \
         --corpus data/pretraining/train.txt.gz --vocab_size 5000 \
         --output /tmp/student_vocab.txt \
         --teacher_vocab data/vocab/uncased_vocab.txt
 """
 
-import os
 import string
-import tempfile
 
+from tfmodels.staging import write_file
 from tfmodels.tokenization import SPECIAL_TOKENS
 
 PRINTABLE_ASCII = [c for c in string.printable if not c.isspace()]
@@ -59,13 +58,4 @@ def overlap(student, teacher):
 
 def write_vocab(vocab, path):
   """Atomic write of one piece per line."""
-  directory = os.path.dirname(os.path.abspath(path))
-  os.makedirs(directory, exist_ok=True)
-  fd, tmp = tempfile.mkstemp(dir=directory, prefix=".vocab-")
-  try:
-    with os.fdopen(fd, "w", encoding="utf-8") as f:
-      f.write("".join(p + "\n" for p in vocab))
-    os.replace(tmp, path)
-  except BaseException:
-    os.unlink(tmp)
-    raise
+  write_file(path, "".join(p + "\n" for p in vocab))

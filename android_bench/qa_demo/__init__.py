@@ -12,9 +12,12 @@ the golden vectors (`golden.py`) hold the Java side to the Python results.
         --question "Which word means: a large natural stream of water?"
 """
 
-# The model contract (shared/DESIGN.md): [1, L] int32 inputs, float32 outputs.
-INPUT_NAMES = ("ids", "mask", "segment_ids")
-OUTPUT_NAMES = ("start_logits", "end_logits")
+from converters.contract import CONTRACT_INPUTS, HEAD_OUTPUTS
+
+# The model contract (converters/contract.py): [1, L] int32 inputs, float32
+# outputs, looked up by these names.
+INPUT_NAMES = CONTRACT_INPUTS
+OUTPUT_NAMES = HEAD_OUTPUTS["span"]
 
 # Windows and decoding, as the official BERT QA example (question <= 64
 # pieces, answers <= 32 pieces) and Google's run_squad.py (stride 128,

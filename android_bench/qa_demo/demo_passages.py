@@ -59,16 +59,13 @@ def main(argv):
   if len(argv) > 1:
     raise app.UsageError(f"unexpected arguments: {' '.join(argv[1:])}")
   from tfmodels.data.squad import SquadError
+  from tfmodels.staging import write_file
   try:
     content = build_demo_passages(
         os.path.join(FLAGS.data_dir, "wordnet_qa", "dev.json.gz"))
   except SquadError as e:
     sys.exit(f"error: --data_dir {e}")
-  os.makedirs(os.path.dirname(os.path.abspath(FLAGS.output)), exist_ok=True)
-  staging = FLAGS.output + ".tmp"
-  with open(staging, "w", encoding="utf-8") as f:
-    f.write(to_json(content))
-  os.replace(staging, FLAGS.output)
+  write_file(FLAGS.output, to_json(content))
   print(f"wrote {FLAGS.output}: {len(content['passages'])} passages")
 
 

@@ -63,7 +63,7 @@ def main(argv):
       source_format == "tf1" and os.path.exists(FLAGS.input + ".index")):
     sys.exit(f"error: --input {FLAGS.input}: no such file or directory")
   logging.set_verbosity(logging.WARNING)  # SavedModel writing is chatty
-  from tfmodels.checkpoints.transfer import CheckpointError
+  from tfmodels.checkpoints.weight_mapping import CheckpointError
   from tfmodels.configs import ConfigError
   try:
     if FLAGS.to:

@@ -27,7 +27,7 @@ import os
 import numpy as np
 
 from tfmodels.checkpoints.model_dir import Head
-from tfmodels.checkpoints.transfer import CheckpointError, Entry
+from tfmodels.checkpoints.weight_mapping import CheckpointError, Entry
 from tfmodels.configs import ConfigError, ModelConfig
 
 CONFIG_NAME = "config.json"
@@ -353,7 +353,7 @@ def read_checkpoint(path):
 def import_checkpoint(path, name=None):
   """(model, config, head) with every weight of a Hugging Face checkpoint."""
   from tfmodels.checkpoints.model_dir import build_model
-  from tfmodels.checkpoints.transfer import assign
+  from tfmodels.checkpoints.weight_mapping import assign
   hf, tensors, source = read_checkpoint(path)
   name = name or os.path.basename(os.path.normpath(
       path if os.path.isdir(path) else os.path.dirname(path)))
@@ -381,7 +381,7 @@ def import_checkpoint(path, name=None):
 def export_checkpoint(model, config, head, output_dir):
   """Writes config.json + model.safetensors that transformers loads."""
   from safetensors.numpy import save_file
-  from tfmodels.checkpoints.transfer import extract
+  from tfmodels.checkpoints.weight_mapping import extract
   hf = config_to_hf(config, head)
   prefix = _PREFIX[hf["model_type"]] if head.kind != "encoder" else ""
   tensors = extract(model, tensor_entries(config, head, prefix))

@@ -22,7 +22,7 @@ from tfmodels.configs import ModelConfig
 from tfmodels.encoders import INPUT_NAMES, build_encoder
 from tfmodels.models import (build_classifier, build_pretrainer,
                              build_span_model, build_tagger)
-from tfmodels.staging import staged_directory
+from tfmodels.staging import staged_directory, write_file
 
 HEAD_KINDS = ("encoder", "pretrainer", "classifier", "span", "tagger")
 CHECKPOINT_PREFIX = "ckpt"
@@ -87,11 +87,9 @@ class _Serving(tf.Module):
 
 def write_description(directory, config, head):
   """config.json + head.json: what `load_model_dir` needs to rebuild."""
-  os.makedirs(directory, exist_ok=True)
-  with open(os.path.join(directory, "config.json"), "w") as f:
-    f.write(config.to_json() + "\n")
-  with open(os.path.join(directory, "head.json"), "w") as f:
-    json.dump(dataclasses.asdict(head), f, indent=2)
+  write_file(os.path.join(directory, "config.json"), config.to_json() + "\n")
+  write_file(os.path.join(directory, "head.json"),
+             json.dumps(dataclasses.asdict(head), indent=2))
 
 
 def save_model_dir(model, config, head, output_dir, overwrite=False):

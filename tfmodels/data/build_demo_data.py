@@ -297,7 +297,7 @@ def render_notice(manifest):
       "that word's span in one of the synset's example sentences, and the "
       "context adds 3-5 example sentences of other synsets. Train and dev "
       "are split by synset definition, so no question is in both. The student vocabulary is learned from "
-      "`pretraining/train.txt.gz` by `python -m tfmodels.learn_vocab`; "
+      "`pretraining/train.txt.gz` by `python -m tfmodels.build_student_vocab`; "
       "the teacher vocabulary holds "
       f"{100 * manifest['student_vocab_overlap']:.1f}% of its pieces "
       "(Zhao et al. report 93.9%).", "",

@@ -18,10 +18,6 @@ import tensorflow as tf
 
 from tfmodels.data.pretraining_records import SHARD_NAME
 
-MODEL_INPUTS = ("input_ids", "input_mask", "segment_ids",
-                "masked_lm_positions")
-
-
 def read_meta(directory):
   path = os.path.join(directory, "meta.json")
   try:

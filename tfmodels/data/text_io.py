@@ -25,3 +25,18 @@ def read_lines(path):
       return [line.strip() for line in f]
   except (OSError, EOFError, UnicodeDecodeError) as e:
     raise ValueError(f"{path}: cannot read text ({e})") from None
+
+
+def read_documents(path):
+  """A one-sentence-per-line file as documents (lists of sentences): a
+  blank line ends a document, as in BERT's pre-training text format."""
+  documents, current = [], []
+  for line in read_lines(path):
+    if line:
+      current.append(line)
+    elif current:
+      documents.append(current)
+      current = []
+  if current:
+    documents.append(current)
+  return documents

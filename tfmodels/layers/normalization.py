@@ -4,7 +4,6 @@ NoNorm is element-wise and linear, so it needs no mean/variance/rsqrt at
 inference time; that is what makes it cheap on phones and exact in int8.
 """
 
-import tensorflow as tf
 import tf_keras as keras
 
 

@@ -56,7 +56,7 @@ def main(argv):
   from tfmodels.checkpoints.model_dir import (Head, load_model_dir,
                                               write_description)
   from tfmodels.checkpoints.teachers import load_teacher
-  from tfmodels.checkpoints.transfer import CheckpointError
+  from tfmodels.checkpoints.weight_mapping import CheckpointError
   from tfmodels.configs import ConfigError, load_config
   from tfmodels.data.pretraining_dataset import (pretraining_dataset,
                                                  read_meta)

@@ -33,6 +33,7 @@ def main(argv):
     raise app.UsageError(f"unexpected arguments: {' '.join(argv[1:])}")
   logging.set_verbosity(logging.WARNING)
   from tfmodels.checkpoints.model_dir import load_model_dir
+  from tfmodels.staging import write_file
   from tfmodels.configs import ConfigError
   from tfmodels.tokenization import VocabError, WordPieceTokenizer
   from tfmodels.training.tasks import make_task
@@ -58,8 +59,7 @@ def main(argv):
   text = json.dumps(results, indent=2)
   print(text)
   if FLAGS.output:
-    with open(FLAGS.output, "w") as f:
-      f.write(text + "\n")
+    write_file(FLAGS.output, text + "\n")
 
 
 def run():

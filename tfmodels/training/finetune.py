@@ -50,6 +50,7 @@ def main(argv):
                                               load_model_dir,
                                               write_description)
   from tfmodels.configs import ConfigError
+  from tfmodels.staging import write_file
   from tfmodels.tokenization import VocabError, WordPieceTokenizer
   from tfmodels.distillation.kronecker import finetuning_loss
   from tfmodels.distillation.progressive import copy_from_teacher
@@ -76,9 +77,9 @@ def main(argv):
              f"model's max_position_embeddings "
              f"{config.max_position_embeddings}")
   write_description(FLAGS.model_dir, config, task.head())
-  with open(os.path.join(FLAGS.model_dir, "task.json"), "w") as f:
-    json.dump({"task": FLAGS.task, "max_seq_length": FLAGS.max_seq_length,
-               "vocab_file": os.path.abspath(FLAGS.vocab_file)}, f)
+  write_file(os.path.join(FLAGS.model_dir, "task.json"), json.dumps(
+      {"task": FLAGS.task, "max_seq_length": FLAGS.max_seq_length,
+       "vocab_file": os.path.abspath(FLAGS.vocab_file)}))
   trainer = Trainer(strategy, model, optimizer, FLAGS.model_dir,
                     FLAGS.keep_checkpoints)
   if teacher is not None and trainer.start_step == 0:
@@ -105,8 +106,8 @@ def main(argv):
                 log_every=FLAGS.log_every, description=FLAGS.task)
   if trainer.chief:
     results = task.evaluate(model, "dev")
-    with open(os.path.join(FLAGS.model_dir, "eval_results.json"), "w") as f:
-      json.dump(results, f, indent=2)
+    write_file(os.path.join(FLAGS.model_dir, "eval_results.json"),
+               json.dumps(results, indent=2))
     print(f"dev: {json.dumps(results)}")
 
 

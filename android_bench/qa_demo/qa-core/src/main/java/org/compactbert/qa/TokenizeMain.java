@@ -11,7 +11,7 @@ import java.nio.file.Paths;
 
 /**
  * Prints the WordPieces of each stdin line, separated by single spaces, exactly as
- * {@code python -m tfmodels.tokenize} does, so the two tokenizers can be diffed on any text:
+ * {@code python -m tfmodels.tokenize_lines} does, so the two tokenizers can be diffed on any text:
  *
  * <pre>
  * java -cp qa-core.jar org.compactbert.qa.TokenizeMain --vocab_file data/vocab/uncased_vocab.txt \

@@ -71,7 +71,7 @@ public final class WordPieceTokenizer {
     return out.toEncoding();
   }
 
-  /** The piece strings of {@code text} (what {@code python -m tfmodels.tokenize} prints). */
+  /** The piece strings of {@code text} (what {@code python -m tfmodels.tokenize_lines} prints). */
   public String[] tokenize(String text) {
     return encode(text).pieces();
   }

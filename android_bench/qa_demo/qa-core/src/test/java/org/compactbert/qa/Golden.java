@@ -17,7 +17,7 @@ import java.util.Map;
 import java.util.zip.GZIPInputStream;
 
 /**
- * Reads the golden vectors {@code python -m android_bench.qa_demo.golden} writes
+ * Reads the golden vectors {@code python tests/fixtures/qa_demo/golden.py} writes
  * (tests/fixtures/qa_demo): gzip'd tab-separated records, escaped text, space-separated lists.
  * The fixture directory and the vocabulary come from the system properties {@code qa.fixtures}
  * and {@code qa.vocab}; a missing one fails the test rather than skipping it.

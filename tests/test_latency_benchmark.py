@@ -1,4 +1,4 @@
-"""converters/benchmark.py on tiny configs: converts, times through
+"""experiments/latency_benchmark.py on tiny configs: converts, times through
 android_bench's host runner and writes the JSON / Markdown / PNG schema."""
 
 import json
@@ -27,7 +27,7 @@ def _vocab(path):
 
 def _run(*args):
   return subprocess.run(
-      [sys.executable, "-m", "converters.benchmark", *map(str, args)],
+      [sys.executable, "-m", "experiments.latency_benchmark", *map(str, args)],
       capture_output=True, text=True, env=tiny_models.env(), cwd=REPO)
 
 
@@ -83,7 +83,7 @@ def test_our_int8_runs_in_one_xnnpack_partition(bench):
 def test_markdown_and_plot(bench):
   out, _, rows = bench
   text = (out / "benchmark.md").read_text()
-  assert "Command: `python -m converters.benchmark --output_dir" in text
+  assert "Command: `python -m experiments.latency_benchmark --output_dir" in text
   assert "| model | variant | mode | threads | target | median ms |" in text
   assert text.count("| tiny_mobilebert |") == len(rows)
   png = (out / "benchmark.png").read_bytes()
@@ -174,7 +174,7 @@ def test_peer_mobilebert_converts_the_standard_way(tmp_path):
 
 
 def test_checks_decide_the_issue_and_skip_oversubscribed_host_rows():
-  from converters import benchmark_report
+  from experiments import latency_report
   def row(model, variant, mode, threads, ms, target="host"):
     return dict(model=model, variant=variant, mode=mode, threads=threads,
                 target=target, median_ms=ms)
@@ -184,11 +184,11 @@ def test_checks_decide_the_issue_and_skip_oversubscribed_host_rows():
           row("peer_mobilebert", "nonorm_relu", "float32", 2, 15.5),
           row("mobilebert", "nonorm_relu", "int8", 4, 14.0),
           row("mobilebert", "nonorm_relu", "dynamic", 4, 13.0)]
-  found = {what: ok for what, ok, _ in benchmark_report.checks(rows, host_cores=2)}
+  found = {what: ok for what, ok, _ in latency_report.checks(rows, host_cores=2)}
   assert found == {
       "MobileBERT int8 <= dynamic (host, 2 thr)": True,
       "MobileBERT int8 <= float32 / 2 (host, 2 thr)": True,
       "MobileBERT float32 <= peer float32 (host, 2 thr)": False}
-  with_4 = benchmark_report.checks(rows, host_cores=4)
+  with_4 = latency_report.checks(rows, host_cores=4)
   assert ("MobileBERT int8 <= dynamic (host, 4 thr)", False,
           "14.00 vs 13.00 ms") in with_4

@@ -3,7 +3,7 @@
 The full demo trains on the shipped data as it is; `--tiny` (the test) cuts
 every set down so that each command runs in seconds on real text:
 
-    python -m tfmodels.experiments.demo_data --output_dir DIR \
+    python -m experiments.demo_data --output_dir DIR \
         --pretraining_documents 40 --spam_rows 64,40 --qa_questions 200,30
 
 Each slice keeps the shipped layout (train / heldout text with blank lines
@@ -18,7 +18,8 @@ import sys
 from absl import app, flags
 
 from tfmodels.data import squad
-from tfmodels.data.text_io import open_text, read_lines
+from tfmodels.data.text_io import open_text, read_documents
+from tfmodels.staging import write_file
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(
     os.path.abspath(__file__))))
@@ -33,35 +34,12 @@ flags.DEFINE_list("qa_questions", ["200", "30"], "QA questions kept: "
                   "train,dev.")
 
 
-def _write(path, text):
-  """Atomic text write (temp file, then rename)."""
-  os.makedirs(os.path.dirname(path), exist_ok=True)
-  partial = path + ".partial"
-  with open(partial, "w", encoding="utf-8", newline="\n") as f:
-    f.write(text)
-  os.replace(partial, path)
-
-
-def documents(path):
-  """A pre-training text file as lists of sentences (blank line = break)."""
-  docs, current = [], []
-  for line in read_lines(path):
-    if line:
-      current.append(line)
-    elif current:
-      docs.append(current)
-      current = []
-  if current:
-    docs.append(current)
-  return docs
-
-
 def slice_pretraining(source, target, n_documents):
   """Every k-th document, so the slice mixes the corpus' three sources."""
-  docs = documents(source)
+  docs = read_documents(source)
   step = max(1, len(docs) // max(1, n_documents))
   kept = docs[::step][:n_documents]
-  _write(target, "\n\n".join("\n".join(d) for d in kept) + "\n")
+  write_file(target, "\n\n".join("\n".join(d) for d in kept) + "\n")
   return len(kept)
 
 
@@ -74,7 +52,7 @@ def slice_spam(source_dir, target_dir, split, n_rows):
   for label in ("0", "1"):
     kept += [r for r in rows if r.rstrip("\n").endswith("\t" + label)][
         :n_rows // 2]
-  _write(os.path.join(target_dir, f"{split}.tsv"), header + "".join(kept))
+  write_file(os.path.join(target_dir, f"{split}.tsv"), header + "".join(kept))
   return len(kept)
 
 
@@ -82,7 +60,7 @@ def slice_qa(source_dir, target_dir, split, n_questions):
   """The first n_questions articles (one question each) of a SQuAD file."""
   data = squad.load_json(os.path.join(source_dir, f"{split}.json.gz"))
   data = dict(data, data=data["data"][:n_questions])
-  _write(os.path.join(target_dir, f"{split}.json"), json.dumps(data))
+  write_file(os.path.join(target_dir, f"{split}.json"), json.dumps(data))
   return len(data["data"])
 
 
@@ -101,7 +79,7 @@ def write_slices(directory, pretraining_documents, spam_rows, qa_questions):
     counts[f"wordnet_qa/{split}"] = slice_qa(
         os.path.join(DATA, "wordnet_qa"),
         os.path.join(directory, "wordnet_qa"), split, n)
-  _write(os.path.join(directory, "slices.json"),
+  write_file(os.path.join(directory, "slices.json"),
          json.dumps(counts, indent=2) + "\n")
   return counts
 

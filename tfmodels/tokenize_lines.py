@@ -2,7 +2,7 @@
 
 So anyone can check our tokenization against another tokenizer:
 
-    echo "Héllo, wörld!" | python -m tfmodels.tokenize \
+    echo "Héllo, wörld!" | python -m tfmodels.tokenize_lines \
         --vocab_file data/vocab/uncased_vocab.txt
     # hello , world !
 """

@@ -1,6 +1,6 @@
 """The demo's last stage: hand the QA model to the Android app, and ask it.
 
-    python -m tfmodels.experiments.demo_app --model pkt_qa_int8.tflite \
+    python -m experiments.demo_app --model pkt_qa_int8.tflite \
         --vocab data/vocab/uncased_vocab.txt --qa_dir data/wordnet_qa \
         --questions 3 --output_dir demo_output/app_assets
 
@@ -22,6 +22,7 @@ import sys
 from absl import app, flags
 
 from tfmodels.data import squad
+from tfmodels.staging import staged_path, write_file
 
 FLAGS = flags.FLAGS
 flags.DEFINE_string("model", None, "Converted QA model (.tflite).")
@@ -53,8 +54,8 @@ def pick_questions(qa_dir, n):
 
 
 def _copy(source, target):
-  shutil.copyfile(source, target + ".partial")
-  os.replace(target + ".partial", target)
+  with staged_path(target) as temp:
+    shutil.copyfile(source, temp)
 
 
 def readme(output_dir, source):
@@ -124,14 +125,13 @@ def main(argv):
   model, vocab = os.path.join(out, MODEL_NAME), os.path.join(out, VOCAB_NAME)
   _copy(FLAGS.model, model)
   _copy(FLAGS.vocab, vocab)
-  with open(os.path.join(out, "README.md"), "w") as f:
-    f.write(readme(os.path.abspath(out), FLAGS.model))
+  write_file(os.path.join(out, "README.md"),
+             readme(os.path.abspath(out), FLAGS.model))
   print(f"app files: {model}, {vocab}", flush=True)
   answers = []
   for i, q in enumerate(questions, 1):
     passage_file = os.path.join(out, "passages", f"{q['id']}.txt")
-    with open(passage_file, "w") as f:
-      f.write(q["passage"])
+    write_file(passage_file, q["passage"])
     try:
       answer, timing = ask(model, vocab, passage_file, q["question"])
     except RuntimeError as e:
@@ -143,11 +143,8 @@ def main(argv):
         f1=max(f1_score(answer, g) for g in q["answers"])))
     print(f"[{i}/{len(questions)}] {q['question']}\n    twin: {answer!r}  "
           f"gold: {q['answers'][0]!r}  ({timing})", flush=True)
-  with open(os.path.join(out, ANSWERS + ".partial"), "w") as f:
-    json.dump({"model": os.path.abspath(FLAGS.model), "answers": answers},
-              f, indent=2)
-  os.replace(os.path.join(out, ANSWERS + ".partial"),
-             os.path.join(out, ANSWERS))
+  write_file(os.path.join(out, ANSWERS), json.dumps(
+      {"model": os.path.abspath(FLAGS.model), "answers": answers}, indent=2))
 
 
 def run():

@@ -20,7 +20,8 @@ MODELS = ("teacher", "pkt", "scratch")
 LABELS = {"teacher": "IB-BERT teacher", "pkt": "MobileBERT, PKT + PD",
           "scratch": "MobileBERT, scratch"}
 TASKS = {"qa": ("QA", "f1", "F1"), "spam": ("spam", "accuracy", "accuracy")}
-MODES = ("float32", "int8")
+# The modes the demo converts: its pick of converters.quantize.MODES.
+DEMO_MODES = ("float32", "int8")
 
 
 def read_json(path):

@@ -1,4 +1,4 @@
-"""What converters/benchmark.py writes from its rows: the issue's checks,
+"""What experiments/latency_benchmark.py writes from its rows: the issue's checks,
 benchmark.md (the table, Table 7 beside the paper) and benchmark.png.
 
 No absl flags here, so tests and other tools can import it.
@@ -6,11 +6,12 @@ No absl flags here, so tests and other tools can import it.
 
 import os
 
+from converters.quantize import mode_labels
+
 VARIANTS = {"layernorm_gelu": ("layer_norm", "gelu"),
             "layernorm_relu": ("layer_norm", "relu"),
             "nonorm_gelu": ("no_norm", "gelu"),
             "nonorm_relu": ("no_norm", "relu")}
-MODES = ("float32", "dynamic", "int8", "int8_standard")
 PEER = "peer_mobilebert"
 # MobileBERT paper, Table 7 (Pixel 4, 4 threads, L = 128).
 PAPER_TABLE7_MS = {"layernorm_gelu": 192.0, "layernorm_relu": 167.0,
@@ -68,7 +69,7 @@ def _fmt(value, digits=2):
 
 def markdown(rows, command, notes=()):
   """benchmark.md: the table, Table 7 ratios next to the paper, checks."""
-  lines = ["# Latency benchmark (converters/benchmark.py)", "",
+  lines = ["# Latency benchmark (experiments/latency_benchmark.py)", "",
            f"Command: `{command}`", ""]
   lines += list(notes)
   lines += ["", "| model | variant | mode | threads | target | median ms | "
@@ -115,14 +116,14 @@ def markdown(rows, command, notes=()):
 def plot(rows, path, seq_length=128):
   """Bars per model x variant, one per mode, for each thread count (a panel
   each); whiskers p5..p95. Returns the number of bars."""
-  from android_bench.report import _pyplot, _save  # one plotting setup
-  plt = _pyplot()
+  from android_bench.plotting import pyplot, save_figure
+  plt = pyplot()
   rows = [r for r in rows if r["median_ms"] is not None]
   if not rows:
     return 0
   threads = sorted({r["threads"] for r in rows})
   groups = list(dict.fromkeys((r["model"], r["variant"]) for r in rows))
-  modes = [m for m in MODES if any(r["mode"] == m for r in rows)]
+  modes = [m for m in mode_labels() if any(r["mode"] == m for r in rows)]
   fig, axes = plt.subplots(len(threads), 1, squeeze=False, figsize=(
       max(7, 0.9 * len(groups) * max(1, len(modes)) ** 0.5),
       3.2 * len(threads)))
@@ -154,6 +155,5 @@ def plot(rows, path, seq_length=128):
   axes[0, 0].set_title("LiteRT host latency (median, whiskers p5..p95), "
                        f"L={seq_length}")
   fig.tight_layout()
-  _save(fig, path)
-  plt.close(fig)
+  save_figure(fig, path)
   return bars

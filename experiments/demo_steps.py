@@ -15,8 +15,9 @@ import os
 import shutil
 import subprocess
 
-from tfmodels.experiments.demo_results import MODELS, MODES
-from tfmodels.pipeline import Step, python_module
+from experiments.demo_results import MODELS, DEMO_MODES
+from experiments.pipeline import Step, python_module
+from tfmodels.staging import write_file
 
 
 class DemoError(ValueError):
@@ -133,10 +134,7 @@ def write_configs(scale, layout):
     text = json.dumps(dataclasses.asdict(config), indent=2) + "\n"
     paths[role] = layout.path("configs", f"{role}.json")
     if not os.path.exists(paths[role]) or open(paths[role]).read() != text:
-      os.makedirs(os.path.dirname(paths[role]), exist_ok=True)
-      with open(paths[role] + ".partial", "w") as f:
-        f.write(text)
-      os.replace(paths[role] + ".partial", paths[role])
+      write_file(paths[role], text)
   return paths
 
 
@@ -165,7 +163,7 @@ def build_steps(scale, layout, phone=None):
     data_dir = layout.path("data", "slices")
     slices = scale.slices
     step("slices", python_module(
-        "tfmodels.experiments.demo_data", "--output_dir", data_dir,
+        "experiments.demo_data", "--output_dir", data_dir,
         "--pretraining_documents", slices["pretraining_documents"],
         "--spam_rows", ",".join(map(str, slices["spam_rows"])),
         "--qa_questions", ",".join(map(str, slices["qa_questions"]))),
@@ -219,7 +217,7 @@ def build_steps(scale, layout, phone=None):
     step(f"convert_{name}", python_module(
         "converters.convert_tflite", "--model_dir", layout.finetuned(name),
         "--data_dir", task_data[task], "--output_dir", layout.tflite(name),
-        "--name", name, "--modes", ",".join(MODES),
+        "--name", name, "--modes", ",".join(DEMO_MODES),
         "--num_calibration_samples", scale.calibration_samples,
         "--overwrite"), layout.tflite(name),
          (layout.finetuned(name),) + data_inputs)
@@ -238,7 +236,7 @@ def build_steps(scale, layout, phone=None):
   convert("pkt_qa")
   app_dir = layout.path("app_assets")
   step("app", python_module(
-      "tfmodels.experiments.demo_app", "--model",
+      "experiments.demo_app", "--model",
       layout.tflite_file(app_name, app_mode), "--vocab", VOCAB, "--qa_dir",
       task_data["qa"], "--questions", scale.questions, "--output_dir",
       app_dir), app_dir, (layout.tflite(app_name),) + data_inputs)
@@ -252,7 +250,7 @@ def build_steps(scale, layout, phone=None):
     for task, _, _ in TASKS:
       if f"{model}_{task}" not in {s.name for s in steps}:
         finetune(model, task)
-  models = [layout.tflite_file(n, m) for n in CONVERTED for m in MODES]
+  models = [layout.tflite_file(n, m) for n in CONVERTED for m in DEMO_MODES]
   bench_inputs = tuple(layout.tflite(n) for n in CONVERTED)
   bench = ("--threads", scale.bench_threads, "--num_runs", scale.bench_runs)
   step("bench_host", python_module(
@@ -268,7 +266,7 @@ def build_steps(scale, layout, phone=None):
         *models), layout.path("bench", "phone"), bench_inputs, alone=True)
   report_dir = layout.path("report")
   steps.append(Step("report", python_module(
-      "tfmodels.experiments.demo_report", "--output_dir", layout.out),
+      "experiments.demo_report", "--output_dir", layout.out),
       report_dir, tuple(s.output for s in steps)))
   return steps
 

@@ -1,6 +1,6 @@
 """Learn a ~5K WordPiece vocabulary and report its teacher overlap.
 
-    python -m tfmodels.learn_vocab \\
+    python -m tfmodels.build_student_vocab \\
         --corpus data/pretraining/train.txt.gz --vocab_size 5000 \\
         --output /tmp/student_vocab.txt \\
         --teacher_vocab data/vocab/uncased_vocab.txt

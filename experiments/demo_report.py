@@ -1,6 +1,6 @@
 """The demo's report: what was trained, how well, how small, how fast.
 
-    python -m tfmodels.experiments.demo_report --output_dir demo_output
+    python -m experiments.demo_report --output_dir demo_output
 
 Draws what `demo_results.collect` read from --output_dir as PNG figures
 and tables: OUTPUT_DIR/REPORT.md, with the figures and summary.json (every
@@ -14,9 +14,9 @@ import sys
 
 from absl import app, flags
 
-from android_bench.report import _pyplot
-from android_bench.report import _save as _write_png
-from tfmodels.experiments.demo_results import (LABELS, MODELS, MODES, TASKS,
+from android_bench.plotting import pyplot, save_figure
+from tfmodels.staging import write_file
+from experiments.demo_results import (LABELS, MODELS, DEMO_MODES, TASKS,
                                                collect)
 
 FLAGS = flags.FLAGS
@@ -30,13 +30,6 @@ LAYER_NORM_OPS = ("MEAN", "SQUARED_DIFFERENCE", "RSQRT", "GELU")
 
 
 # --------------------------------------------------------------- figures
-def _save(fig, path):
-  """android_bench's atomic PNG writer, then frees the figure."""
-  _write_png(fig, path)
-  _pyplot().close(fig)
-  return path
-
-
 def _smooth(values, window):
   out, total = [], 0.0
   for i, v in enumerate(values):
@@ -54,7 +47,7 @@ def _curve(ax, steps, values, label, color, style="-"):
 
 
 def plot_losses(summary, path):
-  plt = _pyplot()
+  plt = pyplot()
   models = summary["models"]
   fig, axes = plt.subplots(1, 3, figsize=(15, 4))
   ax = axes[0]
@@ -96,7 +89,7 @@ def plot_losses(summary, path):
   for ax in axes:
     if ax.get_legend_handles_labels()[0]:
       ax.legend(fontsize=7)
-  return _save(fig, path)
+  return save_figure(fig, path)
 
 
 def _bars(ax, labels, values, colors, fmt="{:.1f}"):
@@ -110,7 +103,7 @@ def _bars(ax, labels, values, colors, fmt="{:.1f}"):
 
 
 def plot_mlm(summary, path):
-  plt = _pyplot()
+  plt = pyplot()
   models = summary["models"]
   fig, axes = plt.subplots(1, 2, figsize=(10, 3.8))
   labels = [SHORT[m] for m in MODELS]
@@ -122,11 +115,11 @@ def plot_mlm(summary, path):
   _bars(axes[1], labels, [r and r["mlm_loss"] for r in mlm], colors,
         "{:.2f}")
   axes[1].set_title("held-out masked-LM loss (lower is better)")
-  return _save(fig, path)
+  return save_figure(fig, path)
 
 
 def plot_tasks(summary, path):
-  plt = _pyplot()
+  plt = pyplot()
   models = summary["models"]
   fig, axes = plt.subplots(1, 2, figsize=(10, 3.8))
   labels = [SHORT[m] for m in MODELS]
@@ -138,11 +131,11 @@ def plot_tasks(summary, path):
     _bars(ax, labels, [v if v is None else v * scale for v in values],
           colors)
     ax.set_title(f"{name}: dev {metric} (%)")
-  return _save(fig, path)
+  return save_figure(fig, path)
 
 
 def plot_quantization(summary, path):
-  plt = _pyplot()
+  plt = pyplot()
   conversions = summary["conversions"]
   if not conversions:
     return None
@@ -150,7 +143,7 @@ def plot_quantization(summary, path):
   names = list(conversions)
   series = [("Keras", lambda c: c["keras_metric"], "tab:green")] + [
       (mode, lambda c, mode=mode: c["modes"].get(mode, {}).get("metric"),
-       color) for mode, color in zip(MODES, ("tab:blue", "tab:red"))]
+       color) for mode, color in zip(DEMO_MODES, ("tab:blue", "tab:red"))]
   width = 0.8 / len(series)
   for i, (label, get, color) in enumerate(series):
     xs = [x + (i - 1) * width for x in range(len(names))]
@@ -164,11 +157,11 @@ def plot_quantization(summary, path):
                       for n in names], fontsize=8)
   ax.set_title("task metric: Keras vs TFLite float32 vs full int8")
   ax.legend(fontsize=8)
-  return _save(fig, path)
+  return save_figure(fig, path)
 
 
 def plot_sizes(summary, path):
-  plt = _pyplot()
+  plt = pyplot()
   models, conversions = summary["models"], summary["conversions"]
   fig, axes = plt.subplots(1, 2, figsize=(11, 3.8))
   ax = axes[0]
@@ -188,7 +181,7 @@ def plot_sizes(summary, path):
   ax = axes[1]
   names = list(conversions)
   width = 0.4
-  for i, mode in enumerate(MODES):
+  for i, mode in enumerate(DEMO_MODES):
     values = [conversions[n]["modes"].get(mode, {}).get("size_mb")
               for n in names]
     xs = [x + (i - 0.5) * width for x in range(len(names))]
@@ -200,7 +193,7 @@ def plot_sizes(summary, path):
   ax.set_xticklabels(names, fontsize=8)
   ax.set_title(".tflite file size (MB, with vocab metadata)")
   ax.legend(fontsize=8)
-  return _save(fig, path)
+  return save_figure(fig, path)
 
 
 def plot_latency(bench_runs, path):
@@ -234,8 +227,8 @@ def highlights(summary):
   """A few sentences with the numbers a newcomer looks for first."""
   conv, lines = summary["conversions"], []
   student, teacher = conv.get("pkt_qa"), conv.get("teacher_qa")
-  if student and all(m in student["modes"] for m in MODES):
-    f, q = (student["modes"][m] for m in MODES)
+  if student and all(m in student["modes"] for m in DEMO_MODES):
+    f, q = (student["modes"][m] for m in DEMO_MODES)
     lines.append(
         f"The distilled student's QA model is {f['size_mb']:.1f} MB in "
         f"float32 and {q['size_mb']:.1f} MB in full int8 "
@@ -246,7 +239,7 @@ def highlights(summary):
             else "."))
   times = {(m, mode): _latency(summary, m, mode) for m in ("pkt_qa",
                                                            "teacher_qa")
-           for mode in MODES}
+           for mode in DEMO_MODES}
   if all(times.values()):
     lines.append(
         "Host latency, 1 thread (XNNPACK): student "
@@ -353,7 +346,7 @@ def markdown(summary, figures, out):
   doc.append(fig("quantization", "float vs int8"))
   rows = []
   for name, c in summary["conversions"].items():
-    for mode in MODES:
+    for mode in DEMO_MODES:
       r = c["modes"].get(mode)
       if not r:
         continue
@@ -430,16 +423,10 @@ def write_report(out):
       "sizes": plot_sizes(summary, path("model_sizes.png"))}
   summary["figures"] = {k: v and os.path.relpath(v, out)
                         for k, v in figures.items()}
-  _write(path("summary.json"), json.dumps(summary, indent=1) + "\n")
+  write_file(path("summary.json"), json.dumps(summary, indent=1) + "\n")
   report = os.path.join(out, "REPORT.md")
-  _write(report, markdown(summary, figures, out))
+  write_file(report, markdown(summary, figures, out))
   return report
-
-
-def _write(path, text):
-  with open(path + ".partial", "w") as f:
-    f.write(text)
-  os.replace(path + ".partial", path)
 
 
 def main(argv):

@@ -1,6 +1,6 @@
 """Does knowledge transfer beat training from scratch? Measured on the shipped data.
 
-    python -m tfmodels.experiments.transfer --output_dir /tmp/transfer
+    python -m experiments.knowledge_transfer --output_dir /tmp/transfer
 
 A small IB-BERT teacher is pre-trained on data/pretraining; a MobileBERT
 student of the same feature-map width (128) and depth is then trained with
@@ -13,7 +13,7 @@ teacher (pre-training KD on the same shards, then task-stage KD from MiniLM
 fine-tuned on each task) and compared with MiniLM itself.
 
 Every step is a command of this project (the log prints each one); a re-run
-skips finished steps (`tfmodels/pipeline.py`). The results land in
+skips finished steps (`experiments/pipeline.py`). The results land in
 OUTPUT_DIR/results.json and OUTPUT_DIR/RESULTS.md. `--scale tiny` runs the
 same chain in a couple of minutes (for the tests), numbers meaningless.
 """
@@ -25,7 +25,8 @@ import sys
 
 from absl import app, flags
 
-from tfmodels.pipeline import Step, StepError, python_module, run_steps
+from experiments.pipeline import Step, StepError, python_module, run_steps
+from tfmodels.staging import write_file
 
 FLAGS = flags.FLAGS
 flags.DEFINE_string("output_dir", None, "Where runs and results go.")
@@ -87,8 +88,7 @@ def _write_configs(scale, directory):
                  if role != "kronecker"}
     config = load_config(name).replace(**overrides)
     paths[role] = os.path.join(directory, f"{role}.json")
-    with open(paths[role], "w") as f:
-      json.dump(dataclasses.asdict(config), f, indent=2)
+    write_file(paths[role], json.dumps(dataclasses.asdict(config), indent=2))
   return paths
 
 
@@ -256,10 +256,9 @@ def main(argv):
     failure = f"error: {e}"  # still report what was measured
   rows = collect(out, models)
   table = markdown(rows, scale)
-  with open(os.path.join(out, "results.json"), "w") as f:
-    json.dump({"scale": dataclasses.asdict(scale), "rows": rows}, f, indent=2)
-  with open(os.path.join(out, "RESULTS.md"), "w") as f:
-    f.write(table)
+  write_file(os.path.join(out, "results.json"), json.dumps(
+      {"scale": dataclasses.asdict(scale), "rows": rows}, indent=2))
+  write_file(os.path.join(out, "RESULTS.md"), table)
   print(table)
   if failure:
     sys.exit(failure)

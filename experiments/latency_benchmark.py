@@ -1,6 +1,6 @@
 """Convert and time our encoders on LiteRT: MobileBERT's Table 7 on the host.
 
-    python -m converters.benchmark --output_dir converters/results \
+    python -m experiments.latency_benchmark --output_dir experiments/results \
         --work_dir /tmp/bench_work [--threads 2] [--models mobilebert] \
         [--modes float32,int8] [--variants nonorm_relu,layernorm_gelu] \
         [--cells 'mobilebert/*/*,bert_base/layernorm_gelu/*']
@@ -10,7 +10,8 @@ such as `tiny_mobilebert`, and `peer_mobilebert`: the Model Garden's
 MobileBERTEncoder with our MobileBERT's sizes) is built in each Table 7
 variant (`layernorm_gelu`, `layernorm_relu`, `nonorm_gelu`, `nonorm_relu`:
 `ModelConfig.replace(normalization_type=, hidden_act=)`), exported at a
-fixed [1, L] (converters/export.py) and converted per mode: `float32`,
+fixed [1, L] and converted per mode by convert_tflite's own chain
+(converters/conversion.py): `float32`,
 `dynamic`, `int8` (ours: the XNNPACK recipe of fast_int8.py; the peer: the
 converter's standard output, as anyone converting it would get) and
 `int8_standard` (ours through the standard converter, for before / after).
@@ -48,8 +49,10 @@ import tempfile
 
 from absl import app, flags
 
-from converters.benchmark_report import (MODES, PEER, VARIANTS, markdown,
+from converters.quantize import mode_labels
+from experiments.latency_report import (PEER, VARIANTS, markdown,
                                          plot)
+from tfmodels.staging import write_file
 
 FLAGS = flags.FLAGS
 flags.DEFINE_string("output_dir", None, "Where benchmark.json / .md / .png "
@@ -62,8 +65,9 @@ flags.DEFINE_list("models", ["bert_base", "mobilebert", "mobilebert_tiny",
 flags.DEFINE_list("variants", ["layernorm_gelu", "layernorm_relu",
                                "nonorm_gelu", "nonorm_relu"],
                   "Table 7 variants.")
-flags.DEFINE_list("modes", ["float32", "dynamic", "int8"], "float32, "
-                  "dynamic, int8, int8_standard.")
+flags.DEFINE_list("modes", ["float32", "dynamic", "int8"], "Any of "
+                  f"{', '.join(mode_labels())} (int8 is the XNNPACK "
+                  "recipe, int8_standard the converter's own output).")
 flags.DEFINE_list("cells", ["*/*/*"], "Keep only the model/variant/mode "
                   "combinations matching one of these patterns (fnmatch), "
                   "e.g. mobilebert/*/*,bert_base/layernorm_gelu/*.")
@@ -230,20 +234,10 @@ def calibration_features(path, vocab_file, seq_length, num_samples, scratch,
   return representative.read_features(text, tokenizer, seq_length)
 
 
-def _convert_cell(cell, saved_model, calibration):
-  """(bytes, facts) of one mode."""
-  from converters import fast_int8, quantize
-  if cell.mode == "int8" and cell.model != PEER:
-    return fast_int8.convert(saved_model, calibration)
-  mode = "int8" if cell.mode == "int8_standard" else cell.mode
-  return quantize.convert(saved_model, mode, calibration if mode == "int8"
-                          else None, int8_recipe="standard"), {}
-
-
 def convert_cells(cells, work_dir, seq_length, calibration_data, vocab_file,
                   num_samples):
   """Converts what the cache lacks; returns {stem: (path, facts)}."""
-  from converters import export, representative, runtime, tflite_file
+  from converters import conversion, representative, runtime, tflite_file
   models_dir = os.path.join(work_dir, "models")
   os.makedirs(models_dir, exist_ok=True)
   features = None
@@ -273,38 +267,31 @@ def convert_cells(cells, work_dir, seq_length, calibration_data, vocab_file,
           calibration_data, vocab_file, seq_length, num_samples, work_dir,
           min(model_config(c.model, c.variant, FLAGS.peer_config).vocab_size
               for c in cells))
-    _progress(f"[{model} {variant}] building and exporting [1, {seq_length}]")
+    _progress(f"[{model} {variant}] building")
     encoder = build_model(model, variant, peer_config=FLAGS.peer_config)
-    folding = None
-    if _folds(model, variant):
-      from converters import nonorm_folding
-      encoder, folding = nonorm_folding.fold_nonorms(
-          encoder, model_config(model, variant))
-    with tempfile.TemporaryDirectory(dir=work_dir) as scratch:
-      saved_model = os.path.join(scratch, "saved_model")
-      export.export_saved_model(encoder, "encoder", seq_length, saved_model)
-      for cell, path, facts_path, key in todo:
-        _progress(f"[{model} {variant}] converting {cell.mode}")
-        data, facts = _convert_cell(
-            cell, saved_model, cell.mode.startswith("int8") and
-            representative.calibration_dataset(features, num_samples))
-        # Contract names on the tensors too (as convert_tflite does): the
-        # converter's "serving_default_ids:0" breaks benchmark_model's
-        # name,low,high:... value-range flags.
-        data = tflite_file.rewrite(
-            data, tensor_names=tflite_file.signature_tensor_names(data))
-        coverage = runtime.xnnpack_coverage(data)
-        facts = {"key": key, "size_mb": len(data) / 1e6,
-                 "ops": tflite_file.op_histogram(data),
-                 "float_ops": tflite_file.float_op_histogram(data),
-                 "xnnpack": coverage, "recipe": facts,
-                 "nonorm_folding": folding}
-        with open(path + ".tmp", "wb") as f:
-          f.write(data)
-        os.replace(path + ".tmp", path)
-        with open(facts_path, "w") as f:
-          json.dump(facts, f, indent=1)
-        done[cell.stem] = (path, facts)
+    # convert_tflite's own chain: NoNorms folded (ours), the [1, L]
+    # export, the int8 recipe (the peer gets the converter's standard
+    # output, as anyone converting it would), contract tensor names (the
+    # converter's "serving_default_ids:0" breaks benchmark_model's
+    # name,low,high:... value-range flags).
+    result = conversion.convert_model(
+        encoder, "encoder", seq_length, [cell.mode for cell, *_ in todo],
+        features is not None and representative.calibration_dataset(
+            features, num_samples),
+        config=model_config(model, variant, FLAGS.peer_config),
+        fold_nonorm=_folds(model, variant),
+        int8_recipe="standard" if model == PEER else "xnnpack",
+        log=lambda line: _progress(f"[{model} {variant}] {line}"))
+    for cell, path, facts_path, key in todo:
+      data, recipe = result.files[cell.mode]
+      facts = {"key": key, "size_mb": len(data) / 1e6,
+               "ops": tflite_file.op_histogram(data),
+               "float_ops": tflite_file.float_op_histogram(data),
+               "xnnpack": runtime.xnnpack_coverage(data), "recipe": recipe,
+               "nonorm_folding": result.nonorm_folding}
+      write_file(path, data)
+      write_file(facts_path, json.dumps(facts, indent=1))
+      done[cell.stem] = (path, facts)
   return done
 
 
@@ -330,7 +317,7 @@ def time_files(paths, threads, work_dir, log=_progress):
   runs = []
   for target in targets:
     run, _ = run_matrix(target, paths, target.settings, results_dir,
-                        argv=sys.argv, name=f"converters.benchmark "
+                        argv=sys.argv, name=f"experiments.latency_benchmark "
                         f"({target.name})", log=log)
     runs.append((target.name, run))
   return runs
@@ -367,10 +354,10 @@ def _cells():
   if unknown or not FLAGS.variants:
     raise BenchmarkError(f"--variants {','.join(FLAGS.variants)}: use "
                          f"{', '.join(VARIANTS)}")
-  unknown = [m for m in FLAGS.modes if m not in MODES]
+  unknown = [m for m in FLAGS.modes if m not in mode_labels()]
   if unknown or not FLAGS.modes:
     raise BenchmarkError(f"--modes {','.join(FLAGS.modes)}: use "
-                         f"{', '.join(MODES)}")
+                         f"{', '.join(mode_labels())}")
   from tfmodels.configs import shipped_config_names
   known = set(shipped_config_names()) | {PEER}
   unknown = [m for m in FLAGS.models if m not in known]
@@ -433,7 +420,7 @@ def run_benchmark(out):
   work_dir = FLAGS.work_dir
   owned = None
   if work_dir is None:
-    owned = work_dir = tempfile.mkdtemp(prefix="converters-benchmark-")
+    owned = work_dir = tempfile.mkdtemp(prefix="latency-benchmark-")
   try:
     _progress("loading TensorFlow")
     import tensorflow as tf
@@ -466,7 +453,7 @@ def run_benchmark(out):
            "(converters/nonorm_folding.py), as convert_tflite does"
            if FLAGS.fold_nonorm else "- ours: NoNorms not folded "
            "(--nofold_nonorm)"]
-  command = " ".join(["python -m converters.benchmark"] + sys.argv[1:])
+  command = " ".join(["python -m experiments.latency_benchmark"] + sys.argv[1:])
   out.add("benchmark.json", json.dumps(rows, indent=1) + "\n")
   out.add("benchmark.md", markdown(rows, command, notes))
   with tempfile.TemporaryDirectory() as scratch:
@@ -482,7 +469,7 @@ def main(argv):
     raise app.UsageError(f"unexpected arguments: {' '.join(argv[1:])}")
   from absl import logging
   logging.set_verbosity(logging.WARNING)
-  from converters.output_files import OutputFiles
+  from tfmodels.staging import OutputFiles
   try:
     out = OutputFiles(FLAGS.output_dir, FLAGS.overwrite)
   except ValueError as e:

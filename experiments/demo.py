@@ -1,6 +1,6 @@
 """The whole project end to end on the shipped data: `make demo`.
 
-    python -m tfmodels.experiments.demo [--output_dir demo_output] [--tiny] \
+    python -m experiments.demo [--output_dir demo_output] [--tiny] \
         [--force STAGES] [--jobs 2] [--benchmark_binary ANDROID_BENCHMARK_MODEL]
 
 Seven stages, each one or more commands of this project (the log prints
@@ -22,7 +22,7 @@ every command, so any step can be re-run by hand):
                 answered by the app's Python twin.
 Then `demo_report` writes OUTPUT_DIR/REPORT.md with its figures.
 
-A finished step is skipped on the next run (`tfmodels/pipeline.py`);
+A finished step is skipped on the next run (`experiments/pipeline.py`);
 deleting a step's output directory re-runs it and the steps that read it;
 `--force` re-runs stages or steps by name. Steps whose inputs are ready run
 two at a time (`--jobs`); the benchmark runs alone. `--tiny` is the same
@@ -37,11 +37,12 @@ import time
 
 from absl import app, flags
 
-from tfmodels.experiments.demo_steps import (SCALES, STAGES, DemoError,
+from experiments.demo_steps import (SCALES, STAGES, DemoError,
                                              Layout, build_steps, check_plan,
                                              data_dirs, expand_force,
                                              find_phone)
-from tfmodels.pipeline import StepError, run_steps
+from experiments.pipeline import StepError, run_steps
+from tfmodels.staging import write_file
 
 FLAGS = flags.FLAGS
 flags.DEFINE_string("output_dir", "demo_output", "Where everything goes.")
@@ -81,9 +82,7 @@ def main(argv):
                         "command": s.describe()} for s in steps],
                 stages={k: [n for n in v if n in {s.name for s in steps}]
                         for k, v in STAGES.items()})
-  with open(layout.plan + ".partial", "w") as f:
-    json.dump(record, f, indent=2)
-  os.replace(layout.plan + ".partial", layout.plan)
+  write_file(layout.plan, json.dumps(record, indent=2))
   if not os.path.exists(layout.report):
     force.add("report")
   print(f"demo ({scale_name}): {len(steps)} steps in {layout.out}, "

@@ -1,0 +1,68 @@
+"""tfmodels.staging: every writer's outputs appear whole or not at all."""
+
+import os
+
+import pytest
+
+from tfmodels import staging
+
+
+def test_output_files_are_staged_then_renamed(tmp_path):
+  out = staging.OutputFiles(str(tmp_path / "new" / "dir"))
+  out.add("a.txt", "text")
+  out.add("b.bin", b"\x00")
+  assert not (tmp_path / "new").exists()  # nothing visible yet
+  out.commit()
+  assert sorted(os.listdir(tmp_path / "new" / "dir")) == ["a.txt", "b.bin"]
+  assert sorted(os.listdir(tmp_path)) == ["new"]  # staging removed
+  again = staging.OutputFiles(str(tmp_path / "new" / "dir"))
+  with pytest.raises(staging.OutputError, match="a.txt exists"):
+    again.refuse_existing(["a.txt"])
+  assert sorted(os.listdir(tmp_path)) == ["new"]
+
+
+def test_output_files_name_the_flag_of_an_unusable_path(tmp_path):
+  (tmp_path / "file").write_text("mine")
+  with pytest.raises(staging.OutputError,
+                     match=r"^--output /.*file: exists and is not a "):
+    staging.OutputFiles(str(tmp_path / "file"), flag="--output")
+  assert (tmp_path / "file").read_text() == "mine"
+
+
+def test_write_file_replaces_whole_or_leaves_the_old_file(tmp_path):
+  path = tmp_path / "sub" / "report.md"
+  staging.write_file(str(path), "first\n")
+  staging.write_file(str(path), "second\n")
+  assert path.read_text() == "second\n"
+  staging.write_file(str(tmp_path / "b.bin"), b"\x00\x01")
+  assert (tmp_path / "b.bin").read_bytes() == b"\x00\x01"
+  with pytest.raises(RuntimeError):
+    with staging.staged_path(str(path)) as temp:
+      with open(temp, "w") as f:
+        f.write("half")
+      raise RuntimeError("writer died")
+  assert path.read_text() == "second\n"
+  assert sorted(os.listdir(tmp_path / "sub")) == ["report.md"]  # no temps
+
+
+def test_staged_path_keeps_the_extension_for_writers_that_read_it(tmp_path):
+  with staging.staged_path(str(tmp_path / "plot.png")) as temp:
+    assert temp.endswith(".png") and os.path.dirname(temp) == str(tmp_path)
+    with open(temp, "wb") as f:
+      f.write(b"png")
+  assert (tmp_path / "plot.png").read_bytes() == b"png"
+
+
+def test_staged_directory_replaces_the_directory_or_nothing(tmp_path):
+  out = tmp_path / "out"
+  out.mkdir()
+  (out / "old.txt").write_text("old")
+  with pytest.raises(RuntimeError):
+    with staging.staged_directory(str(out)) as staged:
+      open(os.path.join(staged, "new.txt"), "w").close()
+      raise RuntimeError("died")
+  assert os.listdir(out) == ["old.txt"]
+  assert sorted(os.listdir(tmp_path)) == ["out"]
+  with staging.staged_directory(str(out)) as staged:
+    open(os.path.join(staged, "new.txt"), "w").close()
+  assert os.listdir(out) == ["new.txt"]
