@@ -1,1 +1,5 @@
-"""The adb / host latency harness and the Android QA demo app (issue 8 onwards)."""
+"""Stage 3: the adb / host latency harness and the Android QA demo app.
+
+Imports tfmodels and converters (LiteRT file and delegate facts live there),
+never experiments; the adb stand-in device the tests use is in tests/.
+"""

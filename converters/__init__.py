@@ -1,12 +1,19 @@
-"""convert_tflite.py and the conversion library, one idea per module:
+"""Stage 2: convert_tflite.py and the conversion library, one idea per module.
+
+Imports only tfmodels (stage 1); the harness and experiments import it.
 
   source.py          what to convert: our model directory or a SavedModel
+  conversion.py      the chain: fold NoNorms -> export -> convert per mode
   export.py          fixed-shape [1, L] SavedModel in the app contract
   representative.py  calibration inputs from real text / task files
-  quantize.py        TFLite conversion per mode (float32 ... int16x8)
+  quantize.py        the modes, and TFLite conversion per mode and recipe
+  fast_int8.py       the int8 recipe XNNPACK runs in one partition
+  nonorm_folding.py  NoNorms folded exactly into neighbouring weights
+  substitution.py    LayerNorm -> NoNorm, gelu -> relu, and recovery
   contract.py        input / output names, dtypes, shapes; builtin ops only
   tflite_file.py     the flatbuffer: ops, float ops, renaming, metadata
   runtime.py         LiteRT on the host: by-name runner, probe, XNNPACK
+  delegates.py       which nodes a LiteRT delegate took (harness too)
   validate.py        the report: differences, metrics, thresholds, Markdown
   metadata.py        Task Library metadata (vocab, tokenizer, tensor names)
   model_card.py      the JSON card beside each .tflite

@@ -21,6 +21,7 @@ import sys
 
 from absl import app, flags
 
+from experiments.paths import REPO
 from tfmodels.data import squad
 from tfmodels.staging import staged_path, write_file
 
@@ -60,11 +61,9 @@ def _copy(source, target):
 
 def readme(output_dir, source):
   """How to build the app with these files, or push them to a phone."""
-  repo = os.path.dirname(os.path.dirname(os.path.dirname(
-      os.path.abspath(__file__))))
   where = os.path.abspath(output_dir)
-  if where.startswith(repo + os.sep):  # as seen from android_bench/qa_demo
-    where = "$PWD/../../" + os.path.relpath(where, repo)
+  if where.startswith(REPO + os.sep):  # as seen from android_bench/qa_demo
+    where = "$PWD/../../" + os.path.relpath(where, REPO)
   return f"""# The QA demo app's model
 
 `{MODEL_NAME}` is `{os.path.basename(source)}` from the demo (the distilled

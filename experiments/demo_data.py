@@ -17,13 +17,11 @@ import sys
 
 from absl import app, flags
 
+from experiments.paths import DATA
 from tfmodels.data import squad
 from tfmodels.data.text_io import open_text, read_documents
 from tfmodels.staging import write_file
 
-REPO = os.path.dirname(os.path.dirname(os.path.dirname(
-    os.path.abspath(__file__))))
-DATA = os.path.join(REPO, "data")
 
 FLAGS = flags.FLAGS
 flags.DEFINE_string("output_dir", None, "Where the slices go.")

@@ -16,6 +16,7 @@ from absl import app, flags
 
 from android_bench.plotting import pyplot, save_figure
 from tfmodels.staging import write_file
+from experiments.paths import REPO
 from experiments.demo_results import (LABELS, MODELS, DEMO_MODES, TASKS,
                                                collect)
 
@@ -403,9 +404,7 @@ def markdown(summary, figures, out):
 
 def _short(command):
   """The command with this interpreter and the repository path dropped."""
-  repo = os.path.dirname(os.path.dirname(os.path.dirname(
-      os.path.abspath(__file__))))
-  return command.replace(sys.executable, "python").replace(repo + "/", "")
+  return command.replace(sys.executable, "python").replace(REPO + "/", "")
 
 
 def write_report(out):

@@ -16,6 +16,7 @@ import shutil
 import subprocess
 
 from experiments.demo_results import MODELS, DEMO_MODES
+from experiments.paths import DATA, VOCAB
 from experiments.pipeline import Step, python_module
 from tfmodels.staging import write_file
 
@@ -24,10 +25,6 @@ class DemoError(ValueError):
   """Unusable demo settings; the message names the flag or directory."""
 
 
-REPO = os.path.dirname(os.path.dirname(os.path.dirname(
-    os.path.abspath(__file__))))
-DATA = os.path.join(REPO, "data")
-VOCAB = os.path.join(DATA, "vocab", "uncased_vocab.txt")
 # (step suffix, finetune --task, shipped data directory)
 TASKS = (("qa", "squad", "wordnet_qa"), ("spam", "spam", "spam"))
 # The converted models: the distilled student for both tasks (the app takes

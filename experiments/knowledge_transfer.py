@@ -25,6 +25,7 @@ import sys
 
 from absl import app, flags
 
+from experiments.paths import DATA, VOCAB
 from experiments.pipeline import Step, StepError, python_module, run_steps
 from tfmodels.staging import write_file
 
@@ -38,10 +39,6 @@ for _field in ("teacher_steps", "student_steps", "kronecker_steps",
   flags.DEFINE_integer(_field, None, f"Override the scale's {_field}.")
 flags.mark_flag_as_required("output_dir")
 
-REPO = os.path.dirname(os.path.dirname(os.path.dirname(
-    os.path.abspath(__file__))))
-DATA = os.path.join(REPO, "data")
-VOCAB = os.path.join(DATA, "vocab", "uncased_vocab.txt")
 MINILM = "all-minilm-l6-v2"
 STUDENTS = ("scratch", "pkt", "jkt", "akt")
 

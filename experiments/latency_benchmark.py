@@ -49,8 +49,7 @@ import tempfile
 
 from absl import app, flags
 
-from converters.quantize import mode_labels
-from experiments.latency_report import (PEER, VARIANTS, markdown,
+from experiments.latency_report import (MODES, PEER, VARIANTS, markdown,
                                          plot)
 from tfmodels.staging import write_file
 
@@ -66,7 +65,7 @@ flags.DEFINE_list("variants", ["layernorm_gelu", "layernorm_relu",
                                "nonorm_gelu", "nonorm_relu"],
                   "Table 7 variants.")
 flags.DEFINE_list("modes", ["float32", "dynamic", "int8"], "Any of "
-                  f"{', '.join(mode_labels())} (int8 is the XNNPACK "
+                  f"{', '.join(MODES)} (int8 is the XNNPACK "
                   "recipe, int8_standard the converter's own output).")
 flags.DEFINE_list("cells", ["*/*/*"], "Keep only the model/variant/mode "
                   "combinations matching one of these patterns (fnmatch), "
@@ -354,10 +353,10 @@ def _cells():
   if unknown or not FLAGS.variants:
     raise BenchmarkError(f"--variants {','.join(FLAGS.variants)}: use "
                          f"{', '.join(VARIANTS)}")
-  unknown = [m for m in FLAGS.modes if m not in mode_labels()]
+  unknown = [m for m in FLAGS.modes if m not in MODES]
   if unknown or not FLAGS.modes:
     raise BenchmarkError(f"--modes {','.join(FLAGS.modes)}: use "
-                         f"{', '.join(mode_labels())}")
+                         f"{', '.join(MODES)}")
   from tfmodels.configs import shipped_config_names
   known = set(shipped_config_names()) | {PEER}
   unknown = [m for m in FLAGS.models if m not in known]
@@ -456,11 +455,8 @@ def run_benchmark(out):
   command = " ".join(["python -m experiments.latency_benchmark"] + sys.argv[1:])
   out.add("benchmark.json", json.dumps(rows, indent=1) + "\n")
   out.add("benchmark.md", markdown(rows, command, notes))
-  with tempfile.TemporaryDirectory() as scratch:
-    png = os.path.join(scratch, "benchmark.png")
-    if plot(rows, png, FLAGS.seq_length):
-      with open(png, "rb") as f:
-        out.add("benchmark.png", f.read())
+  # Written straight into the staging directory; committed with the rest.
+  plot(rows, os.path.join(out.staging, "benchmark.png"), FLAGS.seq_length)
   return rows
 
 

@@ -31,6 +31,8 @@ import sys
 import threading
 import time
 
+from tfmodels.staging import write_file
+
 MARKER = ".done"
 LOG = "pipeline.log"
 # Lines that say nothing about progress: TensorFlow's C++ and absl logging.
@@ -96,8 +98,8 @@ def _failure(step, error, log_file=None):
 
 
 def _finish(step, began):
-  with open(os.path.join(step.output, MARKER), "w") as f:
-    f.write(f"{time.time() - began:.1f} s\n")
+  write_file(os.path.join(step.output, MARKER),
+             f"{time.time() - began:.1f} s\n")
 
 
 def run_steps(steps, force=(), log=print, jobs=1, heartbeat=20.0):

@@ -273,3 +273,17 @@ def test_command_on_a_contract_named_saved_model_with_flex_ops(
   report = json.loads((tmp_path / "b" / "flex_report.json").read_text())
   assert report["head"] == "encoder" and report["passed"]
   assert "no Flex delegate" in report["modes"]["float32"]["not_runnable"]
+
+
+def test_one_list_of_modes_serves_every_command():
+  assert quantize.mode_labels() == quantize.MODES + ("int8_standard",)
+  assert quantize.parse_mode_label("int8") == ("int8", "xnnpack")
+  assert quantize.parse_mode_label("int8_standard") == ("int8", "standard")
+  assert quantize.parse_mode_label("dynamic") == ("dynamic", "xnnpack")
+  for bad in ("int4", "float32_standard", "int8_fast"):
+    with pytest.raises(ValueError, match="unknown mode"):
+      quantize.parse_mode_label(bad)
+  from experiments.demo_results import DEMO_MODES
+  assert set(DEMO_MODES) <= set(quantize.MODES)
+  from experiments.latency_report import MODES as LATENCY_MODES
+  assert set(LATENCY_MODES) <= set(quantize.mode_labels())

@@ -154,6 +154,14 @@ def _summary(pkt_mlm, scratch_mlm, teacher_mlm, pkt_f1, scratch_f1):
                           "tasks": {"qa": qa(scratch_f1)}}}}
 
 
+def test_experiments_find_the_shipped_data():
+  # Every experiment takes the repository's place from experiments.paths.
+  from experiments import paths
+  assert paths.REPO == REPO
+  assert os.path.isfile(os.path.join(paths.DATA, "pretraining", "train.txt.gz"))
+  assert os.path.isfile(paths.VOCAB)
+
+
 def test_verdict_says_who_won_and_why_not():
   v = verdict(_summary(0.12, 0.10, 0.11, 16.0, 15.5))
   assert v["beats"] is True

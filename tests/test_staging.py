@@ -66,3 +66,21 @@ def test_staged_directory_replaces_the_directory_or_nothing(tmp_path):
   with staging.staged_directory(str(out)) as staged:
     open(os.path.join(staged, "new.txt"), "w").close()
   assert os.listdir(out) == ["new.txt"]
+
+
+def test_output_files_take_files_written_by_path_and_subdirectories(tmp_path):
+  out_dir = tmp_path / "data"
+  out_dir.mkdir()
+  (out_dir / "keep.txt").write_text("mine")
+  out = staging.OutputFiles(str(out_dir), overwrite=True)
+  os.makedirs(os.path.join(out.staging, "spam"))
+  with open(os.path.join(out.staging, "spam", "train.tsv"), "w") as f:
+    f.write("written by a writer that takes a directory")
+  out.add("manifest.json", "{}")
+  out.add("vocab/student.txt", "[PAD]\n")
+  written = out.commit()
+  assert written == [str(out_dir / n) for n in
+                     ("manifest.json", "vocab/student.txt", "spam/train.tsv")]
+  assert (out_dir / "spam" / "train.tsv").read_text().startswith("written")
+  assert (out_dir / "keep.txt").read_text() == "mine"
+  assert sorted(os.listdir(tmp_path)) == ["data"]

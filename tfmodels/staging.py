@@ -80,7 +80,8 @@ def _existing_ancestor(path):
 
 class OutputFiles:
   """Files for a directory that may hold others: each is staged in a hidden
-  directory beside it and renamed into place on commit. The staging
+  directory beside it (`add`, or written by path under `staging`) and
+  renamed into place on commit, sub-directories included. The staging
   directory is made first, so an unwritable output path fails before any
   work is done. `flag` names the output in errors."""
 
@@ -112,25 +113,36 @@ class OutputFiles:
                           "(pass --overwrite)")
 
   def add(self, name, content):
-    """Stages a file (bytes or str)."""
+    """Stages a file (bytes or str; `name` may hold sub-directories)."""
+    path = os.path.join(self.staging, name)
+    os.makedirs(os.path.dirname(path), exist_ok=True)
     mode = "wb" if isinstance(content, bytes) else "w"
-    with open(os.path.join(self.staging, name), mode) as f:
+    with open(path, mode) as f:
       f.write(content)
     self.names.append(name)
 
+  def _staged_names(self):
+    """What `add` staged, in order, then what was written under `staging`."""
+    found = []
+    for root, _, files in os.walk(self.staging):
+      found += sorted(os.path.relpath(os.path.join(root, f), self.staging)
+                      for f in files)
+    return self.names + sorted(set(found) - set(self.names))
+
   def commit(self):
     """Moves every staged file into the output directory; their paths."""
+    names = self._staged_names()
     try:
-      os.makedirs(self.output_dir, exist_ok=True)
-      for name in self.names:
-        os.replace(os.path.join(self.staging, name),
-                   os.path.join(self.output_dir, name))
+      for name in names:
+        target = os.path.join(self.output_dir, name)
+        os.makedirs(os.path.dirname(target), exist_ok=True)
+        os.replace(os.path.join(self.staging, name), target)
     except OSError as e:
       raise OutputError(f"{self.flag} {self.output_dir}: cannot write "
                         f"there ({e.strerror})") from None
     finally:
       self.discard()
-    return [os.path.join(self.output_dir, n) for n in self.names]
+    return [os.path.join(self.output_dir, n) for n in names]
 
   def discard(self):
     shutil.rmtree(self.staging, ignore_errors=True)

