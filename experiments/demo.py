@@ -77,7 +77,7 @@ def main(argv):
   os.makedirs(layout.out, exist_ok=True)
   steps = build_steps(scale, layout, phone)
   record.update(phone=phone, no_phone=no_phone,
-                task_data=data_dirs(scale, layout)[1],
+                task_data=data_dirs(scale, layout)[2],
                 steps=[{"name": s.name, "output": s.output,
                         "command": s.describe()} for s in steps],
                 stages={k: [n for n in v if n in {s.name for s in steps}]

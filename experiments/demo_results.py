@@ -107,7 +107,7 @@ def _params(config_file, seq_length):
       "normalization": config.normalization_type, "act": config.hidden_act}
 
 
-def _latency_rows(out):
+def latency_rows(out):
   """(runs, rows) of the host and phone benchmarks."""
   from android_bench import report, results
   runs, rows = [], []
@@ -159,8 +159,8 @@ def collect(out):
   for name in sorted(os.listdir(tflite)) if os.path.isdir(tflite) else ():
     report = read_json(os.path.join(tflite, name, f"{name}_report.json"))
     if report:
-      conversions[name] = _conversion(report)
-  bench_runs, latency = _latency_rows(out)
+      conversions[name] = conversion_summary(report)
+  bench_runs, latency = latency_rows(out)
   app_answers = read_json(os.path.join(out, "app_assets", "answers.json"))
   steps = []
   for step in plan.get("steps", []):
@@ -191,7 +191,7 @@ def _tsv_rows(directory, split):
     return None
 
 
-def _conversion(report):
+def conversion_summary(report):
   """The parts of a convert_tflite report the demo shows."""
   modes = {}
   for mode, r in report.get("modes", {}).items():

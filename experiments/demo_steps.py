@@ -16,7 +16,7 @@ import shutil
 import subprocess
 
 from experiments.demo_results import MODELS, DEMO_MODES
-from experiments.paths import DATA, VOCAB
+from experiments.paths import VOCAB, data_sources
 from experiments.pipeline import Step, python_module
 from tfmodels.staging import write_file
 
@@ -136,15 +136,11 @@ def write_configs(scale, layout):
 
 
 def data_dirs(scale, layout):
-  """(pre-training text per split, task directory per task): the shipped
-  files, or the tiny demo's slices of them."""
-  if scale.slices:
-    root, suffix = layout.path("data", "slices"), ".txt"
-  else:
-    root, suffix = DATA, ".txt.gz"
-  return ({split: os.path.join(root, "pretraining", split + suffix)
-           for split in ("train", "heldout")},
-          {t: os.path.join(root, d) for t, _, d in TASKS})
+  """(slice steps, pre-training text per split, task directory per task):
+  the shipped files, or the tiny demo's slices of them."""
+  steps, texts, by_name = data_sources(scale.slices,
+                                       layout.path("data", "slices"))
+  return steps, texts, {t: by_name[d] for t, _, d in TASKS}
 
 
 def build_steps(scale, layout, phone=None):
@@ -153,19 +149,10 @@ def build_steps(scale, layout, phone=None):
   configs = write_configs(scale, layout)
   steps = []
   step = lambda *a, **k: steps.append(Step(*a, clean=True, **k))
-  texts, task_data = data_dirs(scale, layout)
+  slice_steps, texts, task_data = data_dirs(scale, layout)
   text = texts.get
-  data_inputs = ()
-  if scale.slices:
-    data_dir = layout.path("data", "slices")
-    slices = scale.slices
-    step("slices", python_module(
-        "experiments.demo_data", "--output_dir", data_dir,
-        "--pretraining_documents", slices["pretraining_documents"],
-        "--spam_rows", ",".join(map(str, slices["spam_rows"])),
-        "--qa_questions", ",".join(map(str, slices["qa_questions"]))),
-         data_dir)
-    data_inputs = (data_dir,)
+  steps += slice_steps
+  data_inputs = tuple(s.output for s in slice_steps)
 
   for split, seed in (("train", 12345), ("heldout", 7)):
     step(f"data_{split}", python_module(

@@ -131,6 +131,34 @@ def test_embeddings_and_heads_start_as_the_teachers(run):
     np.testing.assert_array_equal(s[k], t[k], err_msg=k)
 
 
+def test_pkt_from_a_teacher_without_mlm_head(run, tmp_path):
+  # A bare encoder (like MiniLM): a BERT teacher of width 32 whose word
+  # table the student (E = 16) takes at rank 16; PD keeps the layer losses.
+  from tfmodels.checkpoints.model_dir import save_model_dir
+  from tfmodels.encoders import build_encoder
+  data, configs = run[2], run[3]
+  config = load_config("tiny_bert").replace(vocab_size=30522)
+  teacher_dir = tmp_path / "bare_teacher"
+  save_model_dir(build_encoder(config), config, Head(), str(teacher_dir))
+  assert progressive.plan("jkt", 2, 10, teacher_has_mlm=False)[-1] == (
+      progressive.Stage("distillation", 10, (0, 1), True))
+  student = tmp_path / "student"
+  result = subprocess.run(
+      [sys.executable, "-m", "tfmodels.training.distill", "--teacher_dir",
+       str(teacher_dir), "--student_config", str(configs["tiny_mobilebert"]),
+       "--train_data", str(data), "--model_dir", str(student), "--strategy",
+       "pkt", "--train_steps", "6", "--batch_size", "4",
+       "--checkpoint_every", "6", "--log_every", "1"],
+      capture_output=True, text=True,
+      env=_env())
+  assert result.returncode == 0, result.stderr[-1000:]
+  assert "at rank 16 (relative error" in result.stdout
+  history = [json.loads(l) for l in
+             (student / "history.jsonl").read_text().splitlines()]
+  last = [h for h in history if h["stage"] == "distillation"]
+  assert last and {"fmt_0", "fmt_1", "at_1", "pd"} <= set(last[-1])
+
+
 def _free_ports(n):
   sockets = [socket.socket() for _ in range(n)]
   for s in sockets:

@@ -129,11 +129,15 @@ def pretraining_distillation_loss(mlm_labels, mlm_weights, student_mlm_logits,
   KD is the cross-entropy against the teacher's softmax at the masked
   positions, so alpha * MLM + (1 - alpha) * KD is the cross-entropy against
   the reference recipe's target alpha * one_hot + (1 - alpha) * p_teacher.
+  A teacher without an MLM head (a sentence encoder such as MiniLM) passes
+  teacher_mlm_logits=None: the loss is then eq. 4 at alpha = 1, MLM + NSP.
   """
   if not 0 < alpha < 1:
     raise ValueError(f"alpha={alpha}: must be in (0, 1)")
   mlm = masked_lm_loss(mlm_labels, student_mlm_logits, mlm_weights)
-  kd = soft_cross_entropy(teacher_mlm_logits, student_mlm_logits, mlm_weights)
   nsp = tf.reduce_mean(tf.nn.sparse_softmax_cross_entropy_with_logits(
       tf.cast(sentence_labels, tf.int32), student_sentence_logits))
+  if teacher_mlm_logits is None:
+    return mlm + nsp
+  kd = soft_cross_entropy(teacher_mlm_logits, student_mlm_logits, mlm_weights)
   return alpha * mlm + (1 - alpha) * kd + nsp

@@ -7,8 +7,9 @@
   transfer loss with the layers below frozen (or, `lower_layer_lr` > 0, at
   that fraction of the learning rate), then PD.
 For JKT and PKT the embeddings and the pre-training heads are first copied
-from the teacher (`copy_from_teacher`) and take no part in the transfer
-stages. Every strategy uses the same total number of steps; the transfer
+from the teacher (`copy_from_teacher`; a narrower word table starts as the
+teacher's low-rank factor, `low_rank_init.py`) and take no part in the
+transfer stages. Every strategy uses the same total number of steps; the transfer
 stages get `kt_fraction` of them.
 
 Layer transfer loss = MobileBERT's feature-map transfer (normalized + mean +
@@ -42,11 +43,18 @@ def layer_pattern(layers):
 
 
 def plan(strategy, num_layers, total_steps, kt_fraction=0.5,
-         lower_layer_lr=0.0):
-  """The stages of a strategy, ending at total_steps."""
+         lower_layer_lr=0.0, teacher_has_mlm=True):
+  """The stages of a strategy, ending at total_steps.
+
+  A teacher without an MLM head (MiniLM) gives PD no soft targets; its
+  distillation stage keeps every layer's transfer loss beside the student's
+  own MLM + NSP, so the student does not drift from the teacher's features
+  while its MLM head learns.
+  """
   if strategy not in STRATEGIES:
     raise ValueError(f"strategy {strategy!r} is not one of {STRATEGIES}")
   all_layers = tuple(range(num_layers))
+  pd_layers = () if teacher_has_mlm else all_layers
   if strategy == "akt":
     return [Stage("akt", total_steps, all_layers, True)]
   transfer_steps = int(total_steps * kt_fraction)
@@ -72,7 +80,7 @@ def plan(strategy, num_layers, total_steps, kt_fraction=0.5,
       end = transfer_steps if l == num_layers - 1 else (l + 1) * per_layer
       stages.append(Stage(f"pkt-layer-{l}", end, (l,), False, trained,
                           multipliers))
-  return stages + [Stage("distillation", total_steps, (), True)]
+  return stages + [Stage("distillation", total_steps, pd_layers, True)]
 
 
 def trained_variables(model, stage):
@@ -100,7 +108,7 @@ def stage_loss(student, teacher, stage, alpha=0.5):
   def loss_fn(batch):
     features = {k: batch[k] for k in student.input}
     s = student(features, training=True)
-    t = teacher(features, training=False)
+    t = teacher({k: batch[k] for k in teacher.input}, training=False)
     mask = batch["input_mask"]
     total, metrics = 0.0, {}
     for l in stage.transfer_layers:
@@ -113,7 +121,7 @@ def stage_loss(student, teacher, stage, alpha=0.5):
     if stage.distill:
       pd = pretraining_distillation_loss(
           batch["masked_lm_ids"], batch["masked_lm_weights"],
-          s["mlm_logits"], t["mlm_logits"], batch["next_sentence_labels"],
+          s["mlm_logits"], t.get("mlm_logits"), batch["next_sentence_labels"],
           s["sentence_logits"], alpha)
       metrics["pd"] = pd
       total += pd

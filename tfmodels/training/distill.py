@@ -5,7 +5,10 @@
         --model_dir /tmp/mobilebert_pkt --strategy pkt --train_steps 2000
 
 --teacher_dir is a `pretrain` run (or a converted checkpoint directory) with
-MLM + NSP heads. Stages are those of `distillation/progressive.py`; the run
+MLM + NSP heads, or --teacher a named pretrained encoder without them
+(MiniLM: pre-training distillation then has no soft targets, see
+`progressive.plan`). A student narrower in E than its teacher starts from
+the teacher's word table at rank E (`low_rank_init.py`). Stages are those of `distillation/progressive.py`; the run
 checkpoints and resumes like `pretrain`, stage included (the stage follows
 from the global step).
 
@@ -53,14 +56,15 @@ def main(argv):
     raise app.UsageError(f"unexpected arguments: {' '.join(argv[1:])}")
   logging.set_verbosity(logging.WARNING)
   import tf_keras as keras
-  from tfmodels.checkpoints.model_dir import (Head, load_model_dir,
+  from tfmodels.checkpoints.model_dir import (Head, encoder_of,
+                                              load_model_dir,
                                               write_description)
   from tfmodels.checkpoints.teachers import load_teacher
   from tfmodels.checkpoints.weight_mapping import CheckpointError
   from tfmodels.configs import ConfigError, load_config
   from tfmodels.data.pretraining_dataset import (pretraining_dataset,
                                                  read_meta)
-  from tfmodels.distillation import kronecker, progressive
+  from tfmodels.distillation import kronecker, low_rank_init, progressive
   from tfmodels.models import build_pretrainer
   from tfmodels.training.loop import Trainer, get_strategy
 
@@ -79,10 +83,9 @@ def main(argv):
         teacher, teacher_config, head = named.encoder, named.config, Head()
       else:
         teacher, teacher_config, head = load_model_dir(FLAGS.teacher_dir)
-    if head.kind not in ("pretrainer", "encoder") or (
-        head.kind == "encoder" and FLAGS.strategy != "kronecker"):
-      raise ValueError(f"the teacher has a {head.kind} head; this strategy "
-                       "needs MLM + NSP")
+    if head.kind not in ("pretrainer", "encoder"):
+      raise ValueError(f"the teacher has a {head.kind} head; distillation "
+                       "needs a pre-trained encoder (MLM + NSP head or none)")
     progressive.check_compatible(teacher_config, student_config)
     if FLAGS.strategy == "kronecker":
       stages = [progressive.Stage("kronecker", FLAGS.train_steps, (), False)]
@@ -90,7 +93,8 @@ def main(argv):
       stages = progressive.plan(FLAGS.strategy,
                                 student_config.num_hidden_layers,
                                 FLAGS.train_steps, FLAGS.kt_fraction,
-                                FLAGS.lower_layer_lr)
+                                FLAGS.lower_layer_lr,
+                                teacher_has_mlm=head.kind == "pretrainer")
   except (CheckpointError, ConfigError, ValueError, OSError) as e:
     sys.exit(f"error: {e}")
   objective = meta["options"]["sentence_objective"]
@@ -113,6 +117,13 @@ def main(argv):
     copied = progressive.copy_from_teacher(student, teacher)
     print(f"copied {len(copied)} embedding / head variables from the "
           "teacher", flush=True)
+    if student_config.embedding_size != teacher_config.embedding_size:
+      error = low_rank_init.init_word_embeddings(
+          encoder_of(student).get_layer("embeddings"),
+          encoder_of(teacher).get_layer("embeddings"))
+      print(f"word embeddings: the teacher's table at rank "
+            f"{student_config.embedding_size} (relative error {error:.3f})",
+            flush=True)
   iterator = iter(strategy.distribute_datasets_from_function(
       lambda ctx: pretraining_dataset(
           FLAGS.train_data, ctx.get_per_replica_batch_size(FLAGS.batch_size),

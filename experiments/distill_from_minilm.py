@@ -1,0 +1,356 @@
+"""A compact model worth shipping: MobileBERT distilled from the real teacher.
+
+    python -m experiments.distill_from_minilm --output_dir /tmp/minilm_kd
+
+The teacher is all-MiniLM-L6-v2 (`load_teacher`), fine-tuned on the shipped
+QA (data/wordnet_qa, L = 384) and spam sets. The student `mobilebert_minilm`
+is MobileBERT's shape scaled to its teacher: 6 layers (MiniLM's), 384-wide
+feature maps and 12 heads (MiniLM's, so the paper's feature-map and
+attention transfer apply unchanged), a 96-wide bottleneck (H / 4) with four
+stacked 384-wide FFNs, NoNorm and relu, a 128-wide 3-gram embedding. It
+takes 31% of MiniLM's encoder parameters and 28% of its FLOPs (BUILD_NOTES).
+
+  student   PKT from MiniLM on data/pretraining (its word table starts as
+            MiniLM's at rank 128), then task-stage distillation from the
+            fine-tuned MiniLM (eq. 14's intermediate losses + soft logits +
+            the task loss)
+  baseline  the same shape pre-trained from scratch (MLM + NSP) with the
+            student's steps, fine-tuned with its steps, no teacher
+  kronecker KroneckerBERT (`kronecker_minilm`) by its two-stage recipe
+
+Every QA model is converted to int8 at L = 384 (`convert_tflite`, scored on
+the dev set) and the int8 files are timed together on the host (LiteRT, 1
+and 2 threads). Results: RESULTS_DIR/distill_from_minilm.json (schema in
+`collect`), .md and .png (quality, size, latency, and every run's training
+curves). Every step is a command of this project; a re-run skips finished
+steps. `--scale tiny` runs the chain in minutes for the tests (numbers
+meaningless).
+"""
+
+import dataclasses
+import json
+import os
+import platform
+import sys
+
+from absl import app, flags
+
+from experiments.demo_results import (conversion_summary, latency_rows,
+                                      read_json, read_scalars)
+from experiments.paths import REPO, VOCAB, data_sources
+from experiments.pipeline import Step, StepError, python_module, run_steps
+from tfmodels.staging import write_file
+
+FLAGS = flags.FLAGS
+flags.DEFINE_string("output_dir", None, "Runs, conversions and timings.")
+flags.DEFINE_string("results_dir", os.path.join(REPO, "experiments",
+                                                "results"),
+                    "Where distill_from_minilm.{json,md,png} go.")
+flags.DEFINE_enum("scale", "full", ["full", "tiny"], "Experiment size.")
+flags.DEFINE_integer("jobs", 1, "Steps run side by side (pipeline.py).")
+flags.DEFINE_list("force", [], "Step names to re-run even if done.")
+flags.mark_flag_as_required("output_dir")
+
+MINILM = "all-minilm-l6-v2"
+RESULTS_NAME = "distill_from_minilm"
+
+
+@dataclasses.dataclass(frozen=True)
+class Scale:
+  pretraining_length: int  # distillation shards
+  qa_length: int
+  spam_length: int
+  dupe_factor: int
+  batch_size: int
+  distill_steps: int  # student PKT and the baseline's pre-training
+  kronecker_steps: int
+  teacher_qa_steps: int
+  teacher_spam_steps: int
+  student_qa_steps: int
+  student_spam_steps: int
+  calibration_samples: int
+  bench_runs: int
+  slices: dict = None  # demo_data sizes; None: the shipped data as it is
+  distill_lr: float = 1e-3
+  kronecker_lr: float = 1e-4
+  teacher_lr: float = 1e-4
+  student_lr: float = 5e-4
+
+
+SCALES = {
+    "full": Scale(128, 384, 128, dupe_factor=2, batch_size=32,
+                  distill_steps=1200, kronecker_steps=300,
+                  teacher_qa_steps=300, teacher_spam_steps=150,
+                  student_qa_steps=600, student_spam_steps=200,
+                  calibration_samples=100, bench_runs=20),
+    "tiny": Scale(32, 64, 32, dupe_factor=1, batch_size=2, distill_steps=14,
+                  kronecker_steps=2, teacher_qa_steps=2,
+                  teacher_spam_steps=2, student_qa_steps=2,
+                  student_spam_steps=2, calibration_samples=2, bench_runs=2,
+                  slices={"pretraining_documents": 12, "spam_rows": (16, 8),
+                          "qa_questions": (16, 6)}),
+}
+
+# name -> (role, method, config, how its encoder is made)
+MODELS = {
+    "teacher": ("teacher", "all-MiniLM-L6-v2, fine-tuned", None, "minilm"),
+    "student": ("student", "PKT from MiniLM + task-stage KD",
+                "mobilebert_minilm", "distill"),
+    "baseline": ("baseline", "same shape, MLM + NSP from scratch, "
+                 "fine-tuned", "mobilebert_minilm", "pretrain"),
+    "kronecker": ("student", "KroneckerBERT: Kronecker KD from MiniLM + "
+                  "task-stage KD", "kronecker_minilm", "kronecker"),
+}
+TASKS = (("qa", "squad", "wordnet_qa"), ("spam", "spam", "spam"))
+
+
+class Layout:
+  """Where each step writes under the output directory."""
+
+  def __init__(self, out):
+    self.out = out
+
+  def path(self, *parts):
+    return os.path.join(self.out, *parts)
+
+  def run(self, model):
+    return self.path("runs", model)
+
+  def finetuned(self, model, task):
+    return self.path("finetune", f"{model}_{task}")
+
+  def tflite(self, model):
+    return self.path("tflite", model)
+
+  def tflite_file(self, model, mode="int8"):
+    return os.path.join(self.tflite(model), f"{model}_qa_{mode}.tflite")
+
+
+def build_steps(layout, scale):
+  """The recipe as pipeline steps."""
+  steps, texts, task_dirs = data_sources(scale.slices,
+                                         layout.path("data", "slices"))
+  data_inputs = tuple(s.output for s in steps)
+  # The step's directory holds its log; the shards go one level down.
+  shards = {split: layout.path("data", split, "shards") for split in texts}
+  for split, seed in (("train", 12345), ("heldout", 7)):
+    steps.append(Step(f"data_{split}", python_module(
+        "tfmodels.data.create_pretraining_data", "--input_file",
+        texts[split], "--vocab_file", VOCAB, "--output_dir", shards[split],
+        "--max_seq_length", scale.pretraining_length, "--dupe_factor",
+        scale.dupe_factor if split == "train" else 1, "--random_seed", seed,
+        "--overwrite"), layout.path("data", split), data_inputs))
+  from tfmodels.checkpoints.teachers import teacher_dir
+  steps.append(Step("teacher", python_module(
+      "tfmodels.checkpoints.convert", "--from", "hf", "--input",
+      teacher_dir(MINILM), "--name", MINILM, "--output",
+      layout.run("teacher"), "--overwrite"), layout.run("teacher")))
+  train = ("--train_data", shards["train"], "--batch_size", scale.batch_size,
+           "--checkpoint_every", 200, "--keep_checkpoints", 1,
+           "--log_every", 10)
+  steps.append(Step("student", python_module(
+      "tfmodels.training.distill", "--teacher", MINILM, "--student_config",
+      MODELS["student"][2], "--strategy", "pkt", "--model_dir",
+      layout.run("student"), "--train_steps", scale.distill_steps,
+      "--learning_rate", scale.distill_lr, "--warmup_steps",
+      scale.distill_steps // 10, *train), layout.run("student"),
+      (layout.path("data", "train"),)))
+  steps.append(Step("baseline", python_module(
+      "tfmodels.training.pretrain", "--config", MODELS["baseline"][2],
+      "--model_dir", layout.run("baseline"), "--train_steps",
+      scale.distill_steps, "--learning_rate", scale.distill_lr,
+      "--warmup_steps", scale.distill_steps // 10, *train),
+      layout.run("baseline"), (layout.path("data", "train"),)))
+  steps.append(Step("kronecker", python_module(
+      "tfmodels.training.distill", "--teacher", MINILM, "--student_config",
+      MODELS["kronecker"][2], "--strategy", "kronecker", "--model_dir",
+      layout.run("kronecker"), "--train_steps", scale.kronecker_steps,
+      "--learning_rate", scale.kronecker_lr, "--warmup_steps",
+      scale.kronecker_steps // 10, *train), layout.run("kronecker"),
+      (layout.path("data", "train"),)))
+
+  for model in MODELS:
+    for task, task_name, data_dir in TASKS:
+      is_teacher = model == "teacher"
+      kd = () if model in ("teacher", "baseline") else (
+          "--teacher_dir", layout.finetuned("teacher", task))
+      steps_ = getattr(scale, f"{'teacher' if is_teacher else 'student'}_"
+                       f"{task}_steps")
+      lr = (scale.teacher_lr if model in ("teacher", "kronecker")
+            else scale.student_lr)
+      output = layout.finetuned(model, task)
+      steps.append(Step(f"{model}_{task}", python_module(
+          "tfmodels.training.finetune", "--task", task_name, "--data_dir",
+          task_dirs[data_dir], "--init_dir", layout.run(model),
+          "--model_dir", output, "--vocab_file", VOCAB, "--max_seq_length",
+          getattr(scale, f"{task}_length"), "--train_steps", steps_,
+          "--batch_size", scale.batch_size, "--learning_rate", lr,
+          "--checkpoint_every", 100, "--keep_checkpoints", 1,
+          "--log_every", 10, *kd), output,
+          (layout.run(model),) + kd[1:] + data_inputs))
+    steps.append(Step(f"convert_{model}", python_module(
+        "converters.convert_tflite", "--model_dir",
+        layout.finetuned(model, "qa"), "--data_dir",
+        task_dirs["wordnet_qa"], "--output_dir",
+        layout.tflite(model), "--name", f"{model}_qa", "--modes",
+        "int8", "--num_calibration_samples",
+        scale.calibration_samples, "--overwrite"),
+        layout.tflite(model), (layout.finetuned(model, "qa"),) + data_inputs))
+  steps.append(Step("bench", python_module(
+      "android_bench", "run", "--target", "host", "--threads", "1,2",
+      "--num_runs", scale.bench_runs, "--results_dir",
+      layout.path("bench", "host"), "--name", "host", "--noplot",
+      *[layout.tflite_file(m) for m in MODELS]), layout.path("bench", "host"),
+      tuple(layout.tflite(m) for m in MODELS), alone=True))
+  return steps
+
+
+def collect(layout, command):
+  """{"command", "host", "rows"}: one row per model (the issue's schema)."""
+  from tfmodels.configs import load_config
+  from tfmodels.summary import count
+  _, timings = latency_rows(layout.out)
+  rows = []
+  for model, (role, method, _, _) in MODELS.items():
+    config_file = os.path.join(layout.run(model), "config.json")
+    qa = read_json(os.path.join(layout.finetuned(model, "qa"),
+                                "eval_results.json")) or {}
+    spam = read_json(os.path.join(layout.finetuned(model, "spam"),
+                                  "eval_results.json")) or {}
+    report = read_json(os.path.join(layout.tflite(model),
+                                    f"{model}_qa_report.json"))
+    int8 = (conversion_summary(report)["modes"].get("int8") or {}) if (
+        report) else {}
+    params = None
+    if os.path.exists(config_file):
+      params = count(load_config(config_file))["params_encoder"]
+    rows.append({
+        "name": model, "role": role, "method": method,
+        "encoder_params": params, "qa_f1": qa.get("f1"),
+        "qa_em": qa.get("exact_match"),
+        "spam_acc": None if "accuracy" not in spam else 100 * spam["accuracy"],
+        "qa_f1_int8": int8.get("metric"),
+        "int8_size_mb": int8.get("size_mb"),
+        "seq_length": report and report.get("seq_length"),
+        "int8_ms": {str(t["threads"]): t["latency_ms"] for t in timings
+                    if t["model"] == f"{model}_qa" and t["mode"] == "int8"}})
+  return {"command": command, "host": _host(), "rows": rows}
+
+
+def _host():
+  cpus = os.cpu_count()
+  try:
+    with open("/proc/cpuinfo") as f:
+      name = next((l.split(":", 1)[1].strip() for l in f
+                   if l.startswith("model name")), platform.processor())
+  except OSError:
+    name = platform.processor()
+  return f"{name}, {cpus} cores, {platform.system()} {platform.release()}"
+
+
+def markdown(results, scale):
+  """The results as a table with the targets' ratios."""
+  fmt = lambda v, f="{:.1f}": "n/a" if v is None else f.format(v)
+  rows = {r["name"]: r for r in results["rows"]}
+  teacher = rows["teacher"]
+  lines = [f"`{results['command']}` on {results['host']}.", "",
+           f"Distillation {scale.distill_steps} steps (batch "
+           f"{scale.batch_size}, L = {scale.pretraining_length}); QA "
+           f"fine-tuning at L = {scale.qa_length}: teacher "
+           f"{scale.teacher_qa_steps} steps, students "
+           f"{scale.student_qa_steps}; latency: host LiteRT, int8, "
+           f"[1, {scale.qa_length}] inputs.", "",
+           "| model | role | encoder params | QA F1 | QA EM | spam acc | "
+           "QA F1 int8 | int8 MB | int8 ms (1 thread) | int8 ms (2) |",
+           "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
+  for r in results["rows"]:
+    params = r["encoder_params"]
+    lines.append(
+        f"| {r['name']}: {r['method']} | {r['role']} | "
+        f"{fmt(params and params / 1e6, '{:.2f}M')} | {fmt(r['qa_f1'])} | "
+        f"{fmt(r['qa_em'])} | {fmt(r['spam_acc'])} | "
+        f"{fmt(r['qa_f1_int8'])} | {fmt(r['int8_size_mb'])} | "
+        f"{fmt(r['int8_ms'].get('1'))} | {fmt(r['int8_ms'].get('2'))} |")
+  lines += ["", "Against the teacher:", ""]
+  for r in results["rows"][1:]:
+    lines.append("- " + _ratios(r, teacher))
+  return "\n".join(lines) + "\n"
+
+
+def _ratios(row, teacher):
+  """One line: parameter share, F1 share, spam gap, int8 drop, speed-up."""
+  def share(a, b):
+    return "n/a" if a is None or not b else f"{100 * a / b:.0f}%"
+  drop = (None if row["qa_f1"] is None or row["qa_f1_int8"] is None
+          else row["qa_f1"] - row["qa_f1_int8"])
+  gap = (None if row["spam_acc"] is None or teacher["spam_acc"] is None
+         else teacher["spam_acc"] - row["spam_acc"])
+  speed = (None if not row["int8_ms"].get("1") or not
+           teacher["int8_ms"].get("1") else
+           teacher["int8_ms"]["1"] / row["int8_ms"]["1"])
+  return (f"{row['name']}: {share(row['encoder_params'], teacher['encoder_params'])}"
+          f" of the parameters, {share(row['qa_f1'], teacher['qa_f1'])} of "
+          f"the QA F1, spam {'n/a' if gap is None else f'{gap:.1f}'} points "
+          f"below, int8 F1 {'n/a' if drop is None else f'{drop:.1f}'} points "
+          f"below its float32, "
+          f"{'n/a' if speed is None else f'{speed:.1f}x'} the teacher's "
+          "1-thread int8 speed")
+
+
+def plot(layout, results, path):
+  """Quality against latency, and every run's training curves."""
+  from android_bench.plotting import pyplot, save_figure
+  plt = pyplot()
+  fig, axes = plt.subplots(1, 3, figsize=(16, 4.5))
+  ax = axes[0]
+  for r in results["rows"]:
+    ms = r["int8_ms"].get("1")
+    if ms and r["qa_f1_int8"] is not None:
+      ax.scatter(ms, r["qa_f1_int8"])
+      ax.annotate(r["name"], (ms, r["qa_f1_int8"]))
+  ax.set(xlabel="int8 latency, 1 thread (ms)", ylabel="QA F1 (int8)",
+         title="Quality vs host latency")
+  for ax, (title, runs) in zip(axes[1:], (
+      ("Pre-training / distillation loss", [
+          (m, layout.run(m)) for m in MODELS if m != "teacher"]),
+      ("QA fine-tuning loss", [
+          (m, layout.finetuned(m, "qa")) for m in MODELS]))):
+    for name, directory in runs:
+      curve = read_scalars(os.path.join(directory, "summaries")).get("loss")
+      if curve:
+        ax.plot(*zip(*curve), label=name)
+    ax.set(xlabel="step", ylabel="loss", title=title, yscale="log")
+    ax.legend(fontsize="small")
+  save_figure(fig, path)
+
+
+def main(argv):
+  if len(argv) > 1:
+    raise app.UsageError(f"unexpected arguments: {' '.join(argv[1:])}")
+  scale = SCALES[FLAGS.scale]
+  layout = Layout(os.path.abspath(FLAGS.output_dir))
+  failure = None
+  try:
+    run_steps(build_steps(layout, scale), force=set(FLAGS.force),
+              jobs=FLAGS.jobs)
+  except StepError as e:
+    failure = f"error: {e}"  # still report what was measured
+  command = " ".join(["python -m experiments.distill_from_minilm"]
+                     + sys.argv[1:])
+  results = collect(layout, command)
+  table = markdown(results, scale)
+  stem = os.path.join(FLAGS.results_dir, RESULTS_NAME)
+  write_file(stem + ".json", json.dumps(results, indent=1) + "\n")
+  write_file(stem + ".md", f"# {RESULTS_NAME}\n\n" + table)
+  plot(layout, results, stem + ".png")
+  print(table)
+  if failure:
+    sys.exit(failure)
+
+
+def run():
+  app.run(main)
+
+
+if __name__ == "__main__":
+  run()

@@ -1,0 +1,71 @@
+"""The distil-from-MiniLM recipe: the student's shape, and the whole chain
+run on slices of the shipped data with the real teacher."""
+
+import json
+import os
+import subprocess
+import sys
+
+from tfmodels.configs import load_config
+from tfmodels.distillation.progressive import check_compatible
+from tfmodels.summary import count
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def test_student_fits_the_teacher_and_the_budget():
+  from tfmodels.checkpoints.hf import CONFIG_NAME, config_from_hf
+  from tfmodels.checkpoints.teachers import teacher_dir
+  path = os.path.join(teacher_dir("all-minilm-l6-v2"), CONFIG_NAME)
+  with open(path) as f:
+    minilm = config_from_hf(json.load(f), path)
+  student = load_config("mobilebert_minilm")
+  check_compatible(minilm, student)  # FMT and AT apply head for head
+  share = (count(student, 384)["params_encoder"] /
+           count(minilm, 384)["params_encoder"])
+  assert 0.30 < share <= 0.40
+  assert count(student, 384)["flops"] < 0.3 * count(minilm, 384)["flops"]
+
+
+def test_tiny_recipe_end_to_end(tmp_path):
+  out, results = tmp_path / "out", tmp_path / "results"
+  command = [sys.executable, "-m", "experiments.distill_from_minilm",
+             "--scale", "tiny", "--output_dir", str(out), "--results_dir",
+             str(results), "--jobs", "2"]
+  env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"}
+  result = subprocess.run(command, capture_output=True, text=True, cwd=REPO,
+                          env=env)
+  assert result.returncode == 0, (result.stdout + result.stderr)[-3000:]
+  data = json.loads((results / "distill_from_minilm.json").read_text())
+  assert set(data) == {"command", "host", "rows"}
+  assert "--scale tiny" in data["command"] and "cores" in data["host"]
+  rows = {r["name"]: r for r in data["rows"]}
+  assert list(rows) == ["teacher", "student", "baseline", "kronecker"]
+  assert [r["role"] for r in data["rows"]] == [
+      "teacher", "student", "baseline", "student"]
+  for r in data["rows"]:
+    assert set(r) == {"name", "role", "method", "encoder_params", "qa_f1",
+                      "qa_em", "spam_acc", "qa_f1_int8", "int8_size_mb",
+                      "seq_length", "int8_ms"}
+    assert r["seq_length"] == 64
+    assert 0 <= r["qa_f1"] <= 100 and 0 <= r["qa_f1_int8"] <= 100
+    assert 0 <= r["spam_acc"] <= 100
+    assert set(r["int8_ms"]) == {"1", "2"} and min(r["int8_ms"].values()) > 0
+  assert rows["teacher"]["encoder_params"] == 22_713_216
+  assert rows["student"]["encoder_params"] == count(
+      load_config("mobilebert_minilm"))["params_encoder"]
+  # int8 files: the student's is the smaller.
+  assert rows["student"]["int8_size_mb"] < rows["teacher"]["int8_size_mb"]
+  table = (results / "distill_from_minilm.md").read_text()
+  assert "| teacher: all-MiniLM-L6-v2" in table and "of the QA F1" in table
+  assert (results / "distill_from_minilm.png").stat().st_size > 10_000
+  # The student started from MiniLM: its word table at rank 128.
+  log = (out / "runs" / "student" / "pipeline.log").read_text()
+  assert "at rank 128" in log
+  # A re-run finds every step done and only rewrites the results.
+  again = subprocess.run(command, capture_output=True, text=True, cwd=REPO,
+                         env=env)
+  assert again.returncode == 0
+  # slices, 2 shard sets, MiniLM, 3 pre-trainings, 4 x (QA, spam, convert),
+  # the benchmark.
+  assert again.stdout.count("done, skipped") == 20, again.stdout[-2000:]
