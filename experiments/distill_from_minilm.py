@@ -39,7 +39,7 @@ from experiments.demo_results import (conversion_summary, latency_rows,
                                       read_json, read_scalars)
 from experiments.paths import REPO, VOCAB, data_sources
 from experiments.pipeline import Step, StepError, python_module, run_steps
-from tfmodels.staging import write_file
+from tfmodels.staging import OutputError, OutputFiles
 
 FLAGS = flags.FLAGS
 flags.DEFINE_string("output_dir", None, "Runs, conversions and timings.")
@@ -58,35 +58,39 @@ RESULTS_NAME = "distill_from_minilm"
 @dataclasses.dataclass(frozen=True)
 class Scale:
   pretraining_length: int  # distillation shards
-  qa_length: int
+  qa_length: int  # QA training (WordNet QA windows: at most 85 + question)
+  export_length: int  # the converted QA model's [1, L], timed and scored
   spam_length: int
   dupe_factor: int
-  batch_size: int
+  batch_size: int  # distillation and pre-training
+  finetune_batch_size: int
   distill_steps: int  # student PKT and the baseline's pre-training
   kronecker_steps: int
-  teacher_qa_steps: int
-  teacher_spam_steps: int
-  student_qa_steps: int
-  student_spam_steps: int
+  finetune_steps: dict  # model -> (QA steps, spam steps)
   calibration_samples: int
   bench_runs: int
   slices: dict = None  # demo_data sizes; None: the shipped data as it is
   distill_lr: float = 1e-3
   kronecker_lr: float = 1e-4
-  teacher_lr: float = 1e-4
+  teacher_lr: float = 1e-4  # MiniLM and its KroneckerBERT
   student_lr: float = 5e-4
 
 
 SCALES = {
-    "full": Scale(128, 384, 128, dupe_factor=2, batch_size=32,
-                  distill_steps=1200, kronecker_steps=300,
-                  teacher_qa_steps=300, teacher_spam_steps=150,
-                  student_qa_steps=600, student_spam_steps=200,
+    # About 75 minutes on the 2-core host with --jobs 2.
+    "full": Scale(128, 128, 384, 128, dupe_factor=2, batch_size=32,
+                  finetune_batch_size=16, distill_steps=600,
+                  kronecker_steps=150,
+                  finetune_steps={"teacher": (200, 100),
+                                  "student": (400, 150),
+                                  "baseline": (400, 150),
+                                  "kronecker": (200, 100)},
                   calibration_samples=100, bench_runs=20),
-    "tiny": Scale(32, 64, 32, dupe_factor=1, batch_size=2, distill_steps=14,
-                  kronecker_steps=2, teacher_qa_steps=2,
-                  teacher_spam_steps=2, student_qa_steps=2,
-                  student_spam_steps=2, calibration_samples=2, bench_runs=2,
+    "tiny": Scale(32, 64, 64, 32, dupe_factor=1, batch_size=2,
+                  finetune_batch_size=2, distill_steps=14, kronecker_steps=2,
+                  finetune_steps={"teacher": (2, 2), "student": (2, 2),
+                                  "baseline": (2, 2), "kronecker": (2, 2)},
+                  calibration_samples=2, bench_runs=2,
                   slices={"pretraining_documents": 12, "spam_rows": (16, 8),
                           "qa_questions": (16, 6)}),
 }
@@ -148,34 +152,37 @@ def build_steps(layout, scale):
   train = ("--train_data", shards["train"], "--batch_size", scale.batch_size,
            "--checkpoint_every", 200, "--keep_checkpoints", 1,
            "--log_every", 10)
-  steps.append(Step("student", python_module(
-      "tfmodels.training.distill", "--teacher", MINILM, "--student_config",
-      MODELS["student"][2], "--strategy", "pkt", "--model_dir",
-      layout.run("student"), "--train_steps", scale.distill_steps,
-      "--learning_rate", scale.distill_lr, "--warmup_steps",
-      scale.distill_steps // 10, *train), layout.run("student"),
-      (layout.path("data", "train"),)))
-  steps.append(Step("baseline", python_module(
-      "tfmodels.training.pretrain", "--config", MODELS["baseline"][2],
-      "--model_dir", layout.run("baseline"), "--train_steps",
-      scale.distill_steps, "--learning_rate", scale.distill_lr,
-      "--warmup_steps", scale.distill_steps // 10, *train),
-      layout.run("baseline"), (layout.path("data", "train"),)))
-  steps.append(Step("kronecker", python_module(
-      "tfmodels.training.distill", "--teacher", MINILM, "--student_config",
-      MODELS["kronecker"][2], "--strategy", "kronecker", "--model_dir",
-      layout.run("kronecker"), "--train_steps", scale.kronecker_steps,
-      "--learning_rate", scale.kronecker_lr, "--warmup_steps",
-      scale.kronecker_steps // 10, *train), layout.run("kronecker"),
-      (layout.path("data", "train"),)))
+  train_data = (layout.path("data", "train"),)
+  encoders = {
+      "student": python_module(
+          "tfmodels.training.distill", "--teacher", MINILM,
+          "--student_config", MODELS["student"][2], "--strategy", "pkt",
+          "--model_dir", layout.run("student"), "--train_steps",
+          scale.distill_steps, "--learning_rate", scale.distill_lr,
+          "--warmup_steps", scale.distill_steps // 10, *train),
+      "baseline": python_module(
+          "tfmodels.training.pretrain", "--config", MODELS["baseline"][2],
+          "--model_dir", layout.run("baseline"), "--train_steps",
+          scale.distill_steps, "--learning_rate", scale.distill_lr,
+          "--warmup_steps", scale.distill_steps // 10, *train),
+      "kronecker": python_module(
+          "tfmodels.training.distill", "--teacher", MINILM,
+          "--student_config", MODELS["kronecker"][2], "--strategy",
+          "kronecker", "--model_dir", layout.run("kronecker"),
+          "--train_steps", scale.kronecker_steps, "--learning_rate",
+          scale.kronecker_lr, "--warmup_steps", scale.kronecker_steps // 10,
+          *train)}
 
+  # Model by model, so the teacher's task models (the students' task-stage
+  # teachers) come first.
   for model in MODELS:
+    if model in encoders:
+      steps.append(Step(model, encoders[model], layout.run(model),
+                        train_data))
     for task, task_name, data_dir in TASKS:
-      is_teacher = model == "teacher"
       kd = () if model in ("teacher", "baseline") else (
           "--teacher_dir", layout.finetuned("teacher", task))
-      steps_ = getattr(scale, f"{'teacher' if is_teacher else 'student'}_"
-                       f"{task}_steps")
+      steps_ = scale.finetune_steps[model][task == "spam"]
       lr = (scale.teacher_lr if model in ("teacher", "kronecker")
             else scale.student_lr)
       output = layout.finetuned(model, task)
@@ -184,7 +191,7 @@ def build_steps(layout, scale):
           task_dirs[data_dir], "--init_dir", layout.run(model),
           "--model_dir", output, "--vocab_file", VOCAB, "--max_seq_length",
           getattr(scale, f"{task}_length"), "--train_steps", steps_,
-          "--batch_size", scale.batch_size, "--learning_rate", lr,
+          "--batch_size", scale.finetune_batch_size, "--learning_rate", lr,
           "--checkpoint_every", 100, "--keep_checkpoints", 1,
           "--log_every", 10, *kd), output,
           (layout.run(model),) + kd[1:] + data_inputs))
@@ -192,8 +199,8 @@ def build_steps(layout, scale):
         "converters.convert_tflite", "--model_dir",
         layout.finetuned(model, "qa"), "--data_dir",
         task_dirs["wordnet_qa"], "--output_dir",
-        layout.tflite(model), "--name", f"{model}_qa", "--modes",
-        "int8", "--num_calibration_samples",
+        layout.tflite(model), "--name", f"{model}_qa", "--max_seq_length",
+        scale.export_length, "--modes", "int8", "--num_calibration_samples",
         scale.calibration_samples, "--overwrite"),
         layout.tflite(model), (layout.finetuned(model, "qa"),) + data_inputs))
   steps.append(Step("bench", python_module(
@@ -254,12 +261,15 @@ def markdown(results, scale):
   rows = {r["name"]: r for r in results["rows"]}
   teacher = rows["teacher"]
   lines = [f"`{results['command']}` on {results['host']}.", "",
-           f"Distillation {scale.distill_steps} steps (batch "
-           f"{scale.batch_size}, L = {scale.pretraining_length}); QA "
-           f"fine-tuning at L = {scale.qa_length}: teacher "
-           f"{scale.teacher_qa_steps} steps, students "
-           f"{scale.student_qa_steps}; latency: host LiteRT, int8, "
-           f"[1, {scale.qa_length}] inputs.", "",
+           f"Distillation and the baseline's pre-training "
+           f"{scale.distill_steps} steps, KroneckerBERT's "
+           f"{scale.kronecker_steps} (batch {scale.batch_size}, L = "
+           f"{scale.pretraining_length}); fine-tuning steps (QA, spam) "
+           + ", ".join(f"{m} {q}, {p}" for m, (q, p) in
+                       scale.finetune_steps.items()) +
+           f" (batch {scale.finetune_batch_size}, QA at L = "
+           f"{scale.qa_length}); int8 QA models exported, scored and "
+           f"timed (host LiteRT) at [1, {scale.export_length}].", "",
            "| model | role | encoder params | QA F1 | QA EM | spam acc | "
            "QA F1 int8 | int8 MB | int8 ms (1 thread) | int8 ms (2) |",
            "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
@@ -329,6 +339,14 @@ def main(argv):
     raise app.UsageError(f"unexpected arguments: {' '.join(argv[1:])}")
   scale = SCALES[FLAGS.scale]
   layout = Layout(os.path.abspath(FLAGS.output_dir))
+  try:  # both places are checked before the hour of work
+    os.makedirs(layout.out, exist_ok=True)
+    out = OutputFiles(FLAGS.results_dir, overwrite=True,
+                      flag="--results_dir")
+  except OSError as e:
+    sys.exit(f"error: --output_dir {FLAGS.output_dir}: {e.strerror}")
+  except OutputError as e:
+    sys.exit(f"error: {e}")
   failure = None
   try:
     run_steps(build_steps(layout, scale), force=set(FLAGS.force),
@@ -339,10 +357,14 @@ def main(argv):
                      + sys.argv[1:])
   results = collect(layout, command)
   table = markdown(results, scale)
-  stem = os.path.join(FLAGS.results_dir, RESULTS_NAME)
-  write_file(stem + ".json", json.dumps(results, indent=1) + "\n")
-  write_file(stem + ".md", f"# {RESULTS_NAME}\n\n" + table)
-  plot(layout, results, stem + ".png")
+  try:
+    out.add(RESULTS_NAME + ".json", json.dumps(results, indent=1) + "\n")
+    out.add(RESULTS_NAME + ".md", f"# {RESULTS_NAME}\n\n" + table)
+    plot(layout, results, os.path.join(out.staging, RESULTS_NAME + ".png"))
+    out.commit()
+  except BaseException:
+    out.discard()
+    raise
   print(table)
   if failure:
     sys.exit(failure)

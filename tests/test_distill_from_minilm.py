@@ -27,6 +27,19 @@ def test_student_fits_the_teacher_and_the_budget():
   assert count(student, 384)["flops"] < 0.3 * count(minilm, 384)["flops"]
 
 
+def test_unusable_results_dir_is_refused_before_any_work(tmp_path):
+  blocker = tmp_path / "file"
+  blocker.write_text("")
+  result = subprocess.run(
+      [sys.executable, "-m", "experiments.distill_from_minilm", "--scale",
+       "tiny", "--output_dir", str(tmp_path / "out"), "--results_dir",
+       str(blocker / "results")], capture_output=True, text=True, cwd=REPO)
+  assert result.returncode != 0
+  last = result.stderr.strip().splitlines()[-1]
+  assert last.startswith("error: --results_dir") and str(blocker) in last
+  assert not (tmp_path / "out" / "data").exists()
+
+
 def test_tiny_recipe_end_to_end(tmp_path):
   out, results = tmp_path / "out", tmp_path / "results"
   command = [sys.executable, "-m", "experiments.distill_from_minilm",

@@ -335,3 +335,93 @@ def test_heldout_mlm_metrics_match_a_direct_computation(tmp_path, documents,
   nsp = out["sentence_logits"].numpy().argmax(-1)
   assert got["sentence_accuracy"] == pytest.approx(
       np.mean(nsp == arrays["next_sentence_labels"]))
+
+
+def _google_record(ids, positions, label, seq_length=16, predictions=4):
+  """One record as Google's create_pretraining_data writes it."""
+  import tensorflow as tf
+  pad = lambda v, n: list(v) + [0] * (n - len(v))
+  ints = lambda v: tf.train.Feature(int64_list=tf.train.Int64List(value=v))
+  features = {
+      "input_ids": ints(pad(ids, seq_length)),
+      "input_mask": ints(pad([1] * len(ids), seq_length)),
+      "segment_ids": ints([0] * seq_length),
+      "masked_lm_positions": ints(pad(positions, predictions)),
+      "masked_lm_ids": ints(pad([ids[p] for p in positions], predictions)),
+      "masked_lm_weights": tf.train.Feature(float_list=tf.train.FloatList(
+          value=pad([1.0] * len(positions), predictions))),
+      "next_sentence_labels": ints([label])}
+  return tf.train.Example(features=tf.train.Features(
+      feature=features)).SerializeToString()
+
+
+def test_google_shards_without_meta_json(tmp_path):
+  import tensorflow as tf
+  from tfmodels.data.pretraining_dataset import read_meta
+  for name, rows in (("a.tfrecord", [([101, 7, 8, 102], [1], 0)]),
+                     ("b.tfrecord-00001-of-00002",
+                      [([101, 9, 2999, 102], [2], 1)])):
+    with tf.io.TFRecordWriter(str(tmp_path / name)) as w:
+      for row in rows:
+        w.write(_google_record(*row))
+  (tmp_path / "notes.txt").write_text("not a shard")
+  meta = read_meta(str(tmp_path))
+  assert meta["options"]["max_seq_length"] == 16
+  assert meta["options"]["max_predictions_per_seq"] == 4
+  assert meta["vocab_size"] == 3000 and len(meta["files"]) == 2
+  batch = next(iter(pretraining_dataset(str(tmp_path), 2, is_training=False)))
+  assert sorted(batch["next_sentence_labels"].numpy().tolist()) == [0, 1]
+  assert batch["input_ids"].shape == (2, 16)
+  # One file, or a glob, reads the same way.
+  assert read_meta(str(tmp_path / "a.tfrecord"))["files"] == [
+      str(tmp_path / "a.tfrecord")]
+  assert len(read_meta(str(tmp_path / "*.tfrecord*"))["files"]) == 2
+
+
+def test_foreign_files_that_are_not_pretraining_records(tmp_path):
+  import tensorflow as tf
+  from tfmodels.data.pretraining_dataset import read_meta
+  example = tf.train.Example(features=tf.train.Features(feature={
+      "input_ids": tf.train.Feature(int64_list=tf.train.Int64List(
+          value=[1]))}))
+  with tf.io.TFRecordWriter(str(tmp_path / "x.tfrecord")) as w:
+    w.write(example.SerializeToString())
+  with pytest.raises(ValueError, match="x.tfrecord: not a pre-training "
+                     "record .no input_mask"):
+    read_meta(str(tmp_path))
+  (tmp_path / "x.tfrecord").write_bytes(b"garbage, not a TFRecord")
+  with pytest.raises(ValueError, match="cannot read TFRecords"):
+    read_meta(str(tmp_path))
+  (tmp_path / "sub").mkdir()
+  with pytest.raises(ValueError, match="no meta.json and no TFRecord"):
+    read_meta(str(tmp_path / "sub"))
+  with pytest.raises(ValueError, match="no such shard directory"):
+    read_meta(str(tmp_path / "missing"))
+
+
+def test_model_garden_shards_train_with_pretrain(tmp_path):
+  # The Model Garden's own script (tf-models-official, with sentencepiece).
+  pytest.importorskip("sentencepiece")
+  shards = tmp_path / "mg"
+  shards.mkdir()
+  made = subprocess.run(
+      [sys.executable, "-m", "official.nlp.data.create_pretraining_data",
+       f"--input_file={HELDOUT_CORPUS}",
+       f"--output_file={shards / 'tf_examples.tfrecord'}",
+       f"--vocab_file={VOCAB}", "--max_seq_length=32",
+       "--max_predictions_per_seq=5", "--dupe_factor=1"],
+      capture_output=True, text=True)
+  assert made.returncode == 0, made.stderr[-2000:]
+  config = tmp_path / "tiny.json"
+  config.write_text(load_config("tiny_bert").replace(
+      vocab_size=30522).to_json())
+  run = subprocess.run(
+      [sys.executable, "-m", "tfmodels.training.pretrain", "--config",
+       str(config), "--train_data", str(shards), "--model_dir",
+       str(tmp_path / "run"), "--train_steps", "3", "--batch_size", "4",
+       "--log_every", "1"], capture_output=True, text=True)
+  assert run.returncode == 0, run.stderr[-2000:]
+  history = [json.loads(l) for l in
+             (tmp_path / "run" / "history.jsonl").read_text().splitlines()]
+  assert [h["step"] for h in history] == [1, 2, 3]
+  assert all(np.isfinite(h["loss"]) for h in history)

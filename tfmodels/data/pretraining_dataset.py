@@ -1,4 +1,4 @@
-"""tf.data reader of the pre-training shards `create_pretraining_data` writes.
+"""tf.data reader of pre-training shards: ours, Google's and the Model Garden's.
 
     ds = pretraining_dataset("/tmp/pretrain", batch_size=32)
     batch = next(iter(ds))   # dict of int32 / float32 tensors
@@ -7,7 +7,13 @@ Each element is one dict: the model inputs of `models.build_pretrainer`
 (`input_ids`, `input_mask`, `segment_ids`, `masked_lm_positions`) and the
 labels (`masked_lm_ids`, `masked_lm_weights`, `next_sentence_labels`, and in
 mixed-vocabulary mode `input_vocab`, `masked_lm_vocab`). Lengths come from
-the `meta.json` beside the shards.
+the `meta.json` that `create_pretraining_data` writes beside its shards.
+
+Google's BERT and the Model Garden's `create_pretraining_data` write the
+same features without a `meta.json`: a directory (or a file, or a glob) of
+their TFRecords is read with the lengths taken from its first record and
+the vocabulary size from the largest id in the first `VOCAB_SCAN_RECORDS`
+records (`meta_from_records`). Their sentence labels are NSP's.
 """
 
 import glob
@@ -18,14 +24,78 @@ import tensorflow as tf
 
 from tfmodels.data.pretraining_records import SHARD_NAME
 
-def read_meta(directory):
-  path = os.path.join(directory, "meta.json")
+META = "meta.json"
+VOCAB_SCAN_RECORDS = 10_000
+# What Google's and the Model Garden's scripts name their output files.
+FOREIGN_SHARDS = ("*.tfrecord*", "*.tf_record*", "*.tfrec")
+LENGTH_FEATURES = {"input_ids": "max_seq_length",
+                   "masked_lm_positions": "max_predictions_per_seq"}
+
+
+def read_meta(path):
+  """Shard metadata: `meta.json` beside our shards, else from the records.
+
+  Always holds "files", the shards to read, besides what meta.json says.
+  """
+  if os.path.isdir(path) and os.path.exists(os.path.join(path, META)):
+    meta_path = os.path.join(path, META)
+    try:
+      with open(meta_path) as f:
+        meta = json.load(f)
+    except (OSError, ValueError) as e:
+      raise ValueError(f"{meta_path}: cannot read pre-training metadata "
+                       f"({e})") from None
+    pattern = os.path.join(path, SHARD_NAME.replace("{:05d}", "*"))
+    files = sorted(glob.glob(pattern))
+    if not files:
+      raise ValueError(f"{path}: no shards matching {pattern}")
+    return dict(meta, files=files)
+  return meta_from_records(_foreign_files(path))
+
+
+def _foreign_files(path):
+  """TFRecord files named by a directory, a file or a glob."""
+  if os.path.isdir(path):
+    files = sorted({f for pattern in FOREIGN_SHARDS
+                    for f in glob.glob(os.path.join(path, pattern))})
+    if not files:
+      raise ValueError(f"{path}: no {META} and no TFRecord files "
+                       f"({', '.join(FOREIGN_SHARDS)})")
+    return files
+  files = sorted(f for f in glob.glob(path) if os.path.isfile(f))
+  if not files:
+    raise ValueError(f"{path}: no such shard directory, file or pattern")
+  return files
+
+
+def meta_from_records(files):
+  """meta.json's fields that the readers need, from the records themselves."""
+  first = None
+  vocab_size = 0
   try:
-    with open(path) as f:
-      return json.load(f)
-  except (OSError, ValueError) as e:
-    raise ValueError(f"{path}: cannot read pre-training metadata ({e})"
-                     ) from None
+    records = tf.data.TFRecordDataset(files).take(VOCAB_SCAN_RECORDS)
+    for record in records:
+      example = tf.train.Example.FromString(record.numpy())
+      features = example.features.feature
+      if first is None:
+        first = features
+        missing = [k for k in feature_spec(1, 1) if k not in features]
+        if missing:
+          raise ValueError(f"{files[0]}: not a pre-training record (no "
+                           f"{', '.join(missing)})")
+      for key in ("input_ids", "masked_lm_ids"):
+        ids = features[key].int64_list.value
+        vocab_size = max(vocab_size, max(ids, default=0) + 1)
+  except tf.errors.OpError as e:
+    raise ValueError(f"{', '.join(files)}: cannot read TFRecords "
+                     f"({e.message.splitlines()[0]})") from None
+  if first is None:
+    raise ValueError(f"{', '.join(files)}: no records")
+  options = {field: len(first[key].int64_list.value)
+             for key, field in LENGTH_FEATURES.items()}
+  return {"options": dict(options, sentence_objective="nsp"),
+          "mixed_vocabulary": False, "vocab_size": vocab_size,
+          "files": files, "source": "records"}
 
 
 def feature_spec(seq_length, max_predictions, mixed_vocabulary=False):
@@ -58,11 +128,7 @@ def pretraining_dataset(directory, batch_size, is_training=True, seed=None,
   `skip_batches` resumes a training stream where a checkpoint left it.
   """
   meta = read_meta(directory)
-  options = meta["options"]
-  pattern = os.path.join(directory, SHARD_NAME.replace("{:05d}", "*"))
-  files = sorted(glob.glob(pattern))
-  if not files:
-    raise ValueError(f"{directory}: no shards matching {pattern}")
+  options, files = meta["options"], meta["files"]
   spec = feature_spec(options["max_seq_length"],
                       options["max_predictions_per_seq"],
                       meta["mixed_vocabulary"])
