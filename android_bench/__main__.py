@@ -218,10 +218,11 @@ def _summary_lines(parsed):
                  (f" ({size:g} MB)" if size is not None else ""))
   summary = parsed["summary"]
   if summary:
-    lines.append(f"init {summary['init_us'] / 1e3:.3f} ms, first inference "
-                 f"{summary['first_inference_us'] / 1e3:.3f} ms, warm-up mean"
-                 f" {summary['warmup_avg_us'] / 1e3:.3f} ms, inference mean "
-                 f"{summary['inference_avg_us'] / 1e3:.3f} ms")
+    first = summary["first_inference_us"]  # None in old builds' logs
+    lines.append(f"init {summary['init_us'] / 1e3:.3f} ms, " + (
+        "" if first is None else f"first inference {first / 1e3:.3f} ms, ")
+        + f"warm-up mean {summary['warmup_avg_us'] / 1e3:.3f} ms, inference "
+        f"mean {summary['inference_avg_us'] / 1e3:.3f} ms")
   t = parsed["timings"]
   if t:
     parts = [f"{t.get('count')} runs"] + [

@@ -7,8 +7,10 @@ Why a tolerant line parser rather than one regular expression: the same tool
 prints through stderr, `INFO: ` / `VERBOSE: ` prefixed loggers and logcat
 (`07-14 13:14:52.097 22838 22838 I tflite  : ...` or `I/tflite  (22838): ...`),
 old builds omit the percentiles and older ones name the memory line
-differently, numbers switch to scientific notation above 1e6, and op
-profiling adds tables. Every line is stripped of its prefixes and matched
+and the summary line differently, numbers switch to scientific notation
+above 1e6, and op profiling adds tables: tab-separated or, with a CSV
+formatter, comma-separated; under a "Profiling Info for ..." line or, in
+old builds, bare; split per subgraph and "Delegate internal" in new ones. Every line is stripped of its prefixes and matched
 against the known shapes; whatever matches nothing is kept in `unparsed`,
 never dropped. Units are the tool's: timings in microseconds, memory in MB,
 `init_ms` in milliseconds.
@@ -37,12 +39,16 @@ _MODEL_SIZE = re.compile(rf"^The input model file size \(MB\): ({_NUM})$")
 _INIT_SESSION = re.compile(rf"^Initialized session in ({_NUM})\s*ms\.?$")
 _RUNNING = re.compile(
     rf"^Running benchmark for at least (\d+) iterations and at least ({_NUM}) "
-    rf"seconds but terminate if exceeding ({_NUM}) seconds\.?$")
+    rf"seconds(?: but terminate if exceeding ({_NUM}) seconds)?\.?$")
 _STAT = re.compile(r"^count=")
 _KEY_VALUE = re.compile(rf"(\w+)=({_NUM})(?=\s|$)")
 _SUMMARY = re.compile(
     rf"^Inference timings in us: Init: ({_NUM}), First inference: ({_NUM}), "
     rf"Warmup \(avg\): ({_NUM}), Inference \(avg\): ({_NUM})")
+# Builds before the first inference was reported separately.
+_OLD_SUMMARY = re.compile(
+    rf"^Average inference timings in us: Warmup: ({_NUM}), Init: ({_NUM}), "
+    rf"Inference: ({_NUM})")
 _MEMORY_DELTA = re.compile(
     rf"^(?:Memory footprint delta from the start of the tool|Peak memory "
     rf"footprint) \(MB\): init=({_NUM}) overall=({_NUM})$")
@@ -59,17 +65,30 @@ _KNOWN = re.compile(
     r"^(?:STARTING!|Note: as the benchmark tool itself affects memory|"
     r"Initialized TensorFlow Lite runtime|Explicitly applied |Though .* "
     r"delegate is explicitly applied|Going to apply \d+ delegates|"
-    r"The input model file size|Benchmarking finished|Log parameter values)")
+    r"The input model file size|Benchmarking finished|Log parameter values|"
+    r"resolved reporter$)")
 
 # Op profiling.
 _PROFILE_START = re.compile(r"^(?:Operator-wise )?Profiling Info for (.+?):?$")
 _TABLE_TITLE = re.compile(r"^=+ (.+?) =+$")
 _TABLE_HEADER = re.compile(r"^\s*(?:\[[^\]]+\]\s*)+$")
+_CSV_HEADER = re.compile(r"^node type,( [^,]+,)+ [^,]+$")
+# Tables an old build prints with no "Profiling Info for ..." line before
+# them: those of the regular runs.
+_BARE_TABLES = ("run_order", "top_by_computation_time", "top_by_memory_use",
+                "summary_by_node_type")
+_SUBGRAPH = re.compile(
+    r"^(?:Primary graph|Subgraph) \((?:index: (\d+), )?name: ([^)]*)\) "
+    r"(?:profile|summary):$")
+_DELEGATE_INTERNAL = re.compile(r"^Delegate internal:$")
 _NODES_EXECUTED = re.compile(r"^Number of nodes executed: (\d+)$")
 _NODES_OBSERVED = re.compile(r"^(\d+) nodes observed$")
-_PROFILE_TIMINGS = re.compile(r"^Timings \(microseconds\): (count=.*)$")
+_PROFILE_TIMINGS = re.compile(
+    r"^(?:Subgraph \(index: \d+, name: [^)]*\) )?Timings \(microseconds\): "
+    r"(count=.*)$")
 _PROFILE_MEMORY = re.compile(r"^Memory \(bytes\): (count=.*)$")
 
+_TEXT_COLUMNS = ("node_type", "name")
 _COLUMN_NAMES = {"node type": "node_type", "start": "start_ms",
                  "first": "first_ms", "avg ms": "avg_ms", "%": "percent",
                  "cdf%": "cdf_percent", "avg %": "percent",
@@ -120,13 +139,21 @@ def parse_stat(text):
 
 
 class _ProfileParser:
-  """Collects the op-profiling tables of one log."""
+  """Collects the op-profiling tables of one log.
+
+  `sections` maps "init" / "regular" to the primary graph's tables and
+  summaries, with other subgraphs under "subgraphs" (the index as text, as
+  JSON keeps it -> the same, plus "name") and the delegate's own profile
+  under "delegate_internal".
+  """
 
   def __init__(self):
     self.sections = {}
-    self.section = None
+    self.section = None  # the current "Profiling Info for ..." section
+    self.target = None  # where its tables go: the section or a subgraph
     self.table = None
     self.columns = None
+    self.csv = False
 
   def _section_key(self, title):
     title = title.lower()
@@ -136,54 +163,98 @@ class _ProfileParser:
       return "regular"
     return re.sub(r"\W+", "_", title).strip("_")
 
+  def _open(self, key):
+    self.section = self.target = self.sections.setdefault(key, {})
+    self.table = self.columns = None
+
   def feed(self, message):
     """True if the line belonged to a profile."""
-    match = _PROFILE_START.match(message.strip())
-    if match:
-      self.section = self.sections.setdefault(
-          self._section_key(match.group(1)), {})
-      self.table = self.columns = None
-      return True
-    if self.section is None:
-      return False
     stripped = message.strip()
-    match = _TABLE_TITLE.match(stripped)
+    match = _PROFILE_START.match(stripped)
     if match:
-      self.table = self.section.setdefault(
-          re.sub(r"\W+", "_", match.group(1).lower()).strip("_"), [])
+      self._open(self._section_key(match.group(1)))
+      return True
+    match = _TABLE_TITLE.match(stripped)
+    title = match and re.sub(r"\W+", "_", match.group(1).lower()).strip("_")
+    if self.section is None:
+      if title in _BARE_TABLES or _NODES_EXECUTED.match(stripped):
+        self._open("regular")
+      else:
+        return False
+    if title:
+      self.table = self.target.setdefault(title, [])
       self.columns = None
       return True
+    match = _SUBGRAPH.match(stripped)
+    if match:
+      index, name = match.groups()
+      self.target = self.section if index in (None, "0") else \
+          self.section.setdefault("subgraphs", {}).setdefault(
+              str(int(index)), {"name": name})
+      self.table = self.columns = None
+      return True
+    if _DELEGATE_INTERNAL.match(stripped):
+      self.target = self.section.setdefault("delegate_internal", {})
+      self.table = self.columns = None
+      return True
     if self.table is not None and _TABLE_HEADER.match(message):
-      self.columns = [_COLUMN_NAMES.get(c.strip().lower(), re.sub(
-          r"\W+", "_", c.strip().lower())) for c in
-                      re.findall(r"\[([^\]]+)\]", message)]
+      self._set_columns(re.findall(r"\[([^\]]+)\]", message), csv=False)
+      return True
+    if self.table is not None and _CSV_HEADER.match(stripped):
+      self._set_columns(stripped.split(","), csv=True)
       return True
     for pattern, key in ((_NODES_EXECUTED, "nodes_executed"),
                          (_NODES_OBSERVED, "nodes_observed")):
       match = pattern.match(stripped)
       if match:
-        self.section[key] = int(match.group(1))
+        self.target[key] = int(match.group(1))
         self.table = self.columns = None
         return True
     for pattern, key in ((_PROFILE_TIMINGS, "timings_us"),
                          (_PROFILE_MEMORY, "memory_bytes")):
       match = pattern.match(stripped)
       if match:
-        self.section[key] = parse_stat(match.group(1))
+        self.target[key] = parse_stat(match.group(1))
         return True
     if not stripped:
       return True
-    # Rows are tab-indented; anything else ends the table.
-    if self.columns and message[:1] in ("\t", " "):
-      row = self._row(message)
+    # Rows are tab-indented (or comma-separated); anything else ends the
+    # table.
+    if self.columns and (self.csv or message[:1] in ("\t", " ")):
+      row = self._row(stripped if self.csv else message)
       if row is not None:
         self.table.append(row)
         return True
     self.table = self.columns = None
     return False
 
+  def _set_columns(self, names, csv):
+    self.columns = [_COLUMN_NAMES.get(c.strip().lower(), re.sub(
+        r"\W+", "_", c.strip().lower())) for c in names]
+    self.csv = csv
+
+  def _csv_cells(self, message):
+    """Unquoted CSV whose text cells (node type first, name last) may hold
+    commas themselves (XNNPACK's "Fully Connected (NC, QS8) GEMM"): the
+    numeric cells between them fix the split."""
+    cells = [c.strip() for c in message.split(",")]
+    numeric = len([c for c in self.columns if c not in _TEXT_COLUMNS])
+    has_name = self.columns[-1] == "name"
+    for start in range(1, len(cells) - numeric + 1):
+      middle = cells[start:start + numeric]
+      if (has_name or start + numeric == len(cells)) and all(
+          re.fullmatch(_NUM, c.rstrip("%")) for c in middle):
+        return ([", ".join(cells[:start])] + middle +
+                ([", ".join(cells[start + numeric:])] if has_name else []))
+    return None
+
   def _row(self, message):
-    cells = [c.strip() for c in message.split("\t") if c.strip()]
+    if self.csv:
+      cells = self._csv_cells(message)
+      if cells is None:
+        return None
+    else:
+      cells = [c.strip() for c in message.split("\t") if c.strip()]
     if len(cells) != len(self.columns):
       cells = message.split()
       if len(cells) < len(self.columns):
@@ -194,7 +265,7 @@ class _ProfileParser:
     for column, cell in zip(self.columns, cells):
       text = cell.rstrip("%")
       try:
-        row[column] = _number(text) if column not in ("name", "node_type") \
+        row[column] = _number(text) if column not in _TEXT_COLUMNS \
             else cell
       except ValueError:
         row[column] = cell
@@ -246,6 +317,13 @@ def parse_output(text):
           ("init_us", "first_inference_us", "warmup_avg_us",
            "inference_avg_us"), (_number(g) for g in match.groups())))
       continue
+    match = _OLD_SUMMARY.match(stripped)
+    if match:
+      warmup, init, inference = (_number(g) for g in match.groups())
+      result["summary"] = {"init_us": init, "first_inference_us": None,
+                           "warmup_avg_us": warmup,
+                           "inference_avg_us": inference}
+      continue
     match = _MEMORY_DELTA.match(stripped)
     if match:
       result["memory"]["init_mb"] = _number(match.group(1))
@@ -270,7 +348,8 @@ def parse_output(text):
     if match:
       result["runs"].append({"min_runs": int(match.group(1)),
                              "min_secs": _number(match.group(2)),
-                             "max_secs": _number(match.group(3))})
+                             "max_secs": match.group(3) and _number(
+                                 match.group(3))})
       continue
     match = _LOADED.match(stripped)
     if match:

@@ -2,7 +2,10 @@
 (tests/fixtures/android_bench/*.txt): plain / `INFO: ` / logcat threadtime and
 brief prefixes, with and without percentiles, scientific notation, the old
 and new memory lines, delegate coverage of XNNPACK / GPU / NNAPI, op-profiling
-tables, failures and logs holding two runs."""
+tables (tab-separated under "Profiling Info", bare as old builds print them,
+CSV with subgraphs and the delegate's own profile), failures and logs
+holding two runs. The transcripts follow the format strings of TensorFlow's
+benchmark tool and stats_calculator of each era."""
 
 import json
 import os
@@ -140,6 +143,61 @@ def test_op_profiling_tables():
   assert p["unparsed"] == []
 
 
+def test_old_build_bare_profile_through_logcat():
+  """An old build: no "Profiling Info" line before its tables, the
+  "Average inference timings" summary, no terminate clause, logcat."""
+  p = parse_output(fixture("old_build_bare_profile_logcat.txt"))
+  assert p["complete"]
+  assert p["summary"] == {"init_us": 41700, "first_inference_us": None,
+                          "warmup_avg_us": 88710.3,
+                          "inference_avg_us": 88050.6}
+  assert p["runs"][1] == {"min_runs": 50, "min_secs": 1, "max_secs": None}
+  assert p["warmup"]["count"] == 6 and p["timings"]["avg"] == 88050.6
+  regular = p["op_profile"]["regular"]
+  by_type = {r["node_type"]: r for r in regular["summary_by_node_type"]}
+  assert by_type["FULLY_CONNECTED"]["count"] == 2
+  assert by_type["FULLY_CONNECTED"]["avg_ms"] == pytest.approx(6.3)
+  assert by_type["FULLY_CONNECTED"]["percent"] == pytest.approx(71.672)
+  assert sum(r["count"] for r in by_type.values()) == \
+      regular["nodes_executed"] == regular["nodes_observed"] == 5
+  assert len(regular["run_order"]) == 5
+  assert regular["run_order"][0]["name"] == \
+      "[bert/embeddings/word_embeddings]"
+  assert regular["timings_us"]["avg"] == pytest.approx(8795.4)
+  assert p["unparsed"] == ["--------- beginning of main"]
+  cell = fill_cell({}, p)
+  assert cell["first_inference_us"] is None and cell["init_us"] == 41700
+
+
+def test_csv_profile_with_subgraphs_and_delegate_internal():
+  p = parse_output(fixture("csv_profile_subgraphs.txt"))
+  assert p["complete"] and p["unparsed"] == []
+  regular = p["op_profile"]["regular"]
+  assert [r["node_type"] for r in regular["run_order"]] == [
+      "GATHER", "FULLY_CONNECTED", "BATCH_MATMUL"]
+  assert regular["run_order"][1] == {
+      "node_type": "FULLY_CONNECTED", "start_ms": 0.2, "first_ms": 4.1,
+      "avg_ms": 3.9, "percent": 44.37, "cdf_percent": 46.53, "mem_kb": 0,
+      "times_called": 1,
+      "name": "[bert/encoder/layer_0/attention/self/query/MatMul]"}
+  assert [(r["node_type"], r["count"], r["avg_ms"])
+          for r in regular["summary_by_node_type"]] == [
+      ("FULLY_CONNECTED", 1, 3.9), ("BATCH_MATMUL", 1, 1.7),
+      ("GATHER", 1, 0.19)]
+  assert regular["timings_us"]["avg"] == pytest.approx(5895.2)
+  # The while body's profile does not overwrite the primary graph's.
+  body = regular["subgraphs"]["1"]
+  assert body["name"] == "while_body" and body["nodes_observed"] == 1
+  assert body["summary_by_node_type"][0]["times_called"] == 4
+  assert body["timings_us"]["avg"] == pytest.approx(11.2)
+  # XNNPACK's op names hold commas; the numeric cells place the split.
+  delegate = regular["delegate_internal"]["run_order"][0]
+  assert delegate["node_type"] == "Fully Connected (NC, QS8) GEMM"
+  assert delegate["avg_ms"] == 3.7
+  assert delegate["name"] == "Delegate/Fully Connected (NC, QS8) GEMM:0"
+  assert p["timings"]["median"] == 186100
+
+
 def test_failed_run_keeps_errors_and_is_incomplete():
   p = parse_output(fixture("failed_unsupported_op.txt"))
   assert not p["complete"]
@@ -217,6 +275,12 @@ def test_parse_command(tmp_path):
   assert "median 26.702" in text.stdout
   assert "TfLiteXNNPackDelegate: 1321 of 1433 nodes in 25 partitions" \
       in text.stdout
+  old = _cli("parse", os.path.join(FIXTURES,
+                                  "old_build_bare_profile_logcat.txt"))
+  assert old.returncode == 0, old.stderr
+  assert "init 41.700 ms, warm-up mean 88.710 ms" in old.stdout
+  assert "op profile: 5 nodes; top node types FULLY_CONNECTED 71.672%" \
+      in old.stdout
   both = json.loads(_cli("parse", os.path.join(
       FIXTURES, "two_runs_nnapi.txt"), "--json").stdout)
   assert [s["session"] for s in both] == [0, 1]
