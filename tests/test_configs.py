@@ -61,6 +61,8 @@ def test_json_round_trip():
     ({"kronecker_factor_shapes": {"gate": [2, 2]}}, "kronecker_factor_shapes"),
     ({"kronecker_embedding_size": 5}, "kronecker_embedding_size"),
     ({"trigram_input": True}, "trigram_input"),
+    ({"trigram_zero_padding": True}, "trigram_zero_padding"),
+    ({"trigram_zero_padding": 1}, "trigram_zero_padding"),
     ({"mixed_vocab_size": 10}, "mixed_vocab_embedding_size"),
     ({"hidden_dropout_prob": 1.5}, "hidden_dropout_prob"),
 ])
@@ -84,6 +86,9 @@ def test_mobilebert_shape_errors_name_the_field():
     ModelConfig.from_dict(dict(base, use_bottleneck_attention=True))
   with pytest.raises(ConfigError, match="'use_bottleneck'"):
     ModelConfig.from_dict(dict(base, use_bottleneck=False))
+  with pytest.raises(ConfigError, match="'trigram_zero_padding'"):
+    ModelConfig.from_dict(dict(base, trigram_input=False,
+                               trigram_zero_padding=True))
 
 
 def test_missing_file_and_bad_json(tmp_path):

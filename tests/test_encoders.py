@@ -34,7 +34,10 @@ def test_outputs_follow_the_contract(name):
 
 @pytest.mark.parametrize("name", TINY_CONFIGS)
 def test_padding_does_not_change_real_tokens(name):
-  encoder = build_encoder(load_config(name))
+  config = load_config(name)
+  if config.trigram_input:  # the variant's promise; the reference: below
+    config = config.replace(trigram_zero_padding=True)
+  encoder = build_encoder(config)
   T = len(IDS[0])
   short = encoder(make_features(IDS, segment_split=3))
   padded = encoder(make_features(IDS, seq_len=T + 5, segment_split=3))
@@ -49,6 +52,26 @@ def test_padding_does_not_change_real_tokens(name):
     pa = tf.nn.softmax(a).numpy()
     np.testing.assert_allclose(pa[..., :T, :T], tf.nn.softmax(b), atol=1e-6)
     assert np.all(pa[..., :T, T:] == 0)
+
+
+@pytest.mark.parametrize("name", ["tiny_mobilebert", "tiny_ibbert"])
+def test_reference_trigram_sees_the_pad_row_at_padded_positions(name):
+  """Google's and Hugging Face's MobileBERT: the last real token's e(t+1)
+  at a padded position is the [PAD] (id 0) row, as if [PAD] were a token."""
+  encoder = build_encoder(load_config(name))
+  T = len(IDS[0])
+  padded = encoder(make_features(IDS, seq_len=T + 5, segment_split=3))
+  as_token = make_features([IDS[0] + [0]], segment_split=3)
+  as_token["input_mask"] = tf.constant([[1] * T + [0]])
+  with_pad = encoder(as_token)
+  np.testing.assert_allclose(padded["embedding_output"][:, :T],
+                             with_pad["embedding_output"][:, :T], atol=1e-6)
+  unpadded = encoder(make_features(IDS, segment_split=3))
+  assert np.abs(padded["embedding_output"][:, T - 1]
+                - unpadded["embedding_output"][:, T - 1]).max() > 1e-3
+  np.testing.assert_allclose(padded["embedding_output"][:, :T - 1],
+                             unpadded["embedding_output"][:, :T - 1],
+                             atol=1e-6)
 
 
 @pytest.mark.parametrize("name", TINY_CONFIGS + ["mobilebert", "albert_base",

@@ -45,6 +45,11 @@ class ModelConfig:
     embedding_size: int, width of the word-embedding table; ALBERT's factorised
       size E, MobileBERT's 128. Defaults to hidden_size.
     trigram_input: bool, MobileBERT's `[e(t+1), e(t), e(t-1)]` embedding.
+    trigram_zero_padding: bool, zero the neighbours at padded positions, so
+      the last real token's vector does not depend on how much padding
+      follows. False (the default) is the reference: Google's and Hugging
+      Face's MobileBERT feed the [PAD] row there, as every released
+      checkpoint was trained.
     use_bottleneck: bool, MobileBERT/IB-BERT (inverted) bottleneck blocks.
     intra_bottleneck_size: int, the width inside a bottleneck block.
     key_query_shared_bottleneck: bool, query and key from one shared
@@ -98,6 +103,7 @@ class ModelConfig:
   # MobileBERT.
   embedding_size: int | None = None
   trigram_input: bool = False
+  trigram_zero_padding: bool = False
   use_bottleneck: bool = False
   intra_bottleneck_size: int | None = None
   key_query_shared_bottleneck: bool = False
@@ -271,7 +277,7 @@ def _validate(c: ModelConfig):
            "cannot exceed num_hidden_layers")
 
   if c.model_type == "bert":
-    for field in ("use_bottleneck", "trigram_input",
+    for field in ("use_bottleneck", "trigram_input", "trigram_zero_padding",
                   "key_query_shared_bottleneck", "use_bottleneck_attention"):
       _require(not getattr(c, field), field,
                "is a MobileBERT option; set model_type to 'mobilebert'")
@@ -291,6 +297,8 @@ def _validate(c: ModelConfig):
                   and c.key_query_shared_bottleneck),
              "use_bottleneck_attention",
              "excludes key_query_shared_bottleneck (pick one)")
+    _require(c.trigram_input or not c.trigram_zero_padding,
+             "trigram_zero_padding", "needs trigram_input")
     if not c.use_bottleneck:
       _require(c.intra_bottleneck_size == c.hidden_size,
                "intra_bottleneck_size", "needs use_bottleneck")

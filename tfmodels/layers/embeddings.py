@@ -6,7 +6,9 @@ word vector is made and where the width changes:
   * ALBERT: word (E) + position (E) + type (E) -> norm -> dense E->H
     (factorised embedding; the projection comes after the norm, as in ALBERT).
   * MobileBERT: word (E=128) -> [e(t+1), e(t), e(t-1)] (3E) -> dense -> H, then
-    + position (H) + type (H) -> norm (paper section 3.4; zero-padded ends).
+    + position (H) + type (H) -> norm (paper section 3.4; zeros beyond the
+    sequence ends, the [PAD] row at padded positions unless
+    `trigram_zero_padding`).
   * KroneckerBERT: the word table is A^E (x) B^E (KroneckerEmbedding).
   * Mixed-vocabulary teacher: ids >= vocab_size index a student table of
     width mixed_vocab_embedding_size, projected up to the teacher's width.
@@ -123,11 +125,10 @@ class Embeddings(keras.layers.Layer):
   def call(self, input_ids, segment_ids, input_mask=None, training=None):
     x = self.word_vectors(input_ids)
     if self.config.trigram_input:
-      if input_mask is not None:
-        # Zero padded positions so the last real token's e(t+1) is the same
-        # zero whether or not padding follows. Google's and Hugging Face's
-        # MobileBERT feed the [PAD] row there instead, so their outputs at the
-        # last real token depend on padding; ours do not.
+      if self.config.trigram_zero_padding and input_mask is not None:
+        # The variant: padded positions give zeros, so the last real token's
+        # e(t+1) is the same whether or not padding follows. The reference
+        # (Google's, Hugging Face's) feeds the [PAD] row there.
         x = x * tf.cast(input_mask, x.dtype)[..., None]
       x = trigram_concat(x)
     if self.project_first:
