@@ -71,7 +71,7 @@ def test_junit_suite_passes(classes):
       r"\[\s*(\d+) tests (successful|failed|skipped|aborted)\s*\]", report)}
   assert counts["failed"] == counts["skipped"] == counts["aborted"] == 0
   assert counts["successful"] >= 17, report[-3000:]
-  # Every code point Java 17 knows normalizes as tensorflow-text does.
+  # Every code point Java 17 knows normalizes as the Python tokenizer does.
   assert "every code point Java knows agrees" in report
 
 

@@ -1,23 +1,63 @@
-"""BERT WordPiece tokenization on tensorflow-text's FastBertTokenizer.
+"""BERT WordPiece tokenization, as the reference BERT tokenizer does it.
 
 One tokenizer serves Python code (pieces, ids and character offsets, needed to
 map QA answers back to the passage) and TF graphs (`tf_tokenize`). It reads a
-BERT `vocab.txt`; with `lower_case=True` it lower-cases, NFD-normalises and
-strips accents like Google's uncased models, and it always splits punctuation
-and CJK characters into tokens of their own.
+BERT `vocab.txt` and follows Google's BERT and Hugging Face's
+`BertTokenizerFast` (the recorded reference of the tests) step by step:
+
+  1. clean: NUL, U+FFFD and control, format, private-use and surrogate
+     characters (Cc, Cf, Co, Cs; not tab, CR, LF) are deleted; whitespace
+     becomes a space (unassigned code points stay, and become [UNK]);
+  2. CJK ideographs become words of their own;
+  3. uncased (`lower_case=True`): NFD, non-spacing marks (Mn, accents)
+     dropped, then lower-cased code point by code point (`str.lower` of each
+     character: `ß` stays, `ﬁ`, `²`, full-width letters are kept as they
+     are and usually become [UNK]);
+  4. words split at whitespace and at punctuation (ASCII punctuation and
+     Unicode P*), each punctuation character a word;
+  5. greedy longest-match WordPiece; a word of more than 100 characters
+     (characters, not bytes) is [UNK].
+
+Offsets index the original text: a piece spans the original characters its
+normalized characters came from (a Hangul syllable split into jamo pieces
+gives each piece the syllable; deleted characters and dropped accents belong
+to no piece).
+
+The graph path runs the same steps with TensorFlow and tensorflow-text ops
+(regular expressions, `normalize_utf8`, `WordpieceTokenizer`); the Python path
+(`encode_batch`) normalizes character by character to keep the offsets; the
+tests hold both to the reference on messy text.
 
     tok = WordPieceTokenizer("data/vocab/uncased_vocab.txt")
     tok.tokenize("Unaffable!")   # ['una', '##ffa', '##ble', '!']
 """
 
 import dataclasses
+import string
+import unicodedata
 
-import numpy as np
 import tensorflow as tf
 import tensorflow_text as text
 
 SPECIAL_TOKENS = ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]")
+MAX_WORD_CHARS = 100
+SUFFIX = "##"
 _BATCH = 512
+# The CJK ideograph blocks BERT isolates (Google's `_is_chinese_char`).
+CJK_RANGES = ((0x4E00, 0x9FFF), (0x3400, 0x4DBF), (0x20000, 0x2A6DF),
+              (0x2A700, 0x2B73F), (0x2B740, 0x2B81F), (0x2B820, 0x2CEAF),
+              (0xF900, 0xFAFF), (0x2F800, 0x2FA1F))
+_ASCII_PUNCTUATION = frozenset(string.punctuation)
+
+# The same rules as RE2 patterns for the graph path (RE2's \p{C} is Cc, Cf,
+# Co, Cs: no unassigned code points, as the reference).
+_CJK_CLASS = "[" + "".join(f"\\x{{{a:X}}}-\\x{{{b:X}}}"
+                           for a, b in CJK_RANGES) + "]"
+_DELETE_RE = r"[\x00\x{FFFD}]|[^\t\n\r\P{C}]"
+_DELETED_CATEGORIES = ("Cc", "Cf", "Co", "Cs")
+_SPACE_RE = r"[\t\n\r\p{Z}]"
+_ISOLATE_RE = r"[!-/:-@\[-`{-~]|\p{P}|" + _CJK_CLASS
+_SPLIT_RE = r" +|" + _ISOLATE_RE
 
 
 class VocabError(ValueError):
@@ -57,11 +97,28 @@ class Encoding:
   char_end: list
 
 
-def _byte_to_char(s):
-  """Array mapping each UTF-8 byte offset of s (and len) to a char offset."""
-  lengths = [len(c.encode("utf-8")) for c in s]
-  mapping = np.repeat(np.arange(len(s)), lengths)
-  return np.append(mapping, len(s))
+def is_cjk(c):
+  cp = ord(c)
+  return any(a <= cp <= b for a, b in CJK_RANGES)
+
+
+def is_punctuation(c):
+  return c in _ASCII_PUNCTUATION or unicodedata.category(c).startswith("P")
+
+
+def normalize_char(c, lower_case):
+  """What one character of the input becomes (steps 1 and 3): "" when
+  deleted, " " for whitespace. CJK ideographs are isolated when words are
+  split (`is_cjk`)."""
+  if c in "\x00\ufffd" or (c not in "\t\n\r" and unicodedata.category(c)
+                           in _DELETED_CATEGORIES):
+    return ""
+  if c.isspace():
+    return " "
+  if not lower_case:
+    return c
+  return "".join(d.lower() for d in unicodedata.normalize("NFD", c)
+                 if unicodedata.category(d) != "Mn")
 
 
 class WordPieceTokenizer:
@@ -79,42 +136,108 @@ class WordPieceTokenizer:
     self.token_to_id = {t: i for i, t in enumerate(self.vocab)}
     self.pad_id, self.unk_id, self.cls_id, self.sep_id, self.mask_id = (
         self.token_to_id[t] for t in SPECIAL_TOKENS)
-    self._tf = text.FastBertTokenizer(
-        vocab=self.vocab, token_out_type=tf.int64, unknown_token="[UNK]",
-        lower_case_nfd_strip_accents=lower_case)
+    self._normalized = {}  # character -> normalize_char(character)
+    self._table = tf.lookup.StaticVocabularyTable(
+        tf.lookup.KeyValueTensorInitializer(
+            tf.constant(self.vocab), tf.range(len(self.vocab),
+                                              dtype=tf.int64)),
+        num_oov_buckets=1)
+    # Words are capped at MAX_WORD_CHARS characters before this, so its
+    # byte cap (4 bytes per character at most) never decides.
+    self._wordpiece = text.WordpieceTokenizer(
+        self._table, suffix_indicator=SUFFIX,
+        max_bytes_per_word=4 * MAX_WORD_CHARS + 4, token_out_type=tf.int64,
+        unknown_token="[UNK]")
 
   def __len__(self):
     return len(self.vocab)
 
+  # --- the graph path --------------------------------------------------------
+
   def tf_tokenize(self, texts):
     """Graph op: string tensor [B] -> int64 RaggedTensor [B, (pieces)]."""
-    return self._tf.tokenize(texts)
+    x = tf.strings.regex_replace(texts, _DELETE_RE, "")
+    x = tf.strings.regex_replace(x, _SPACE_RE, " ")
+    if self.lower_case:
+      x = text.normalize_utf8(x, "NFD")
+      x = tf.strings.regex_replace(x, r"\p{Mn}", "")
+      # Character by character, as the reference: no final-sigma context.
+      x = tf.strings.regex_replace(x, "\u03a3", "\u03c3")
+      x = tf.strings.lower(x, encoding="utf-8")
+    words = text.regex_split(x, _SPLIT_RE, _ISOLATE_RE)
+    words = tf.ragged.map_flat_values(
+        lambda w: tf.where(
+            tf.strings.length(w, unit="UTF8_CHAR") > MAX_WORD_CHARS,
+            "[UNK]", w), words)
+    return self._wordpiece.tokenize(words).merge_dims(-2, -1)
 
   def ids_batch(self, texts):
     """List of str -> list of id lists (no offsets; the fast path)."""
     out = []
     for begin in range(0, len(texts), _BATCH):
       chunk = tf.constant(list(texts[begin:begin + _BATCH]), tf.string)
-      out.extend(self._tf.tokenize(chunk).to_list())
+      out.extend(self.tf_tokenize(chunk).to_list())
     return out
+
+  # --- the Python path, with offsets ----------------------------------------
+
+  def _words(self, text_):
+    """[(normalized word, origin index of each of its characters)]."""
+    words, chars, origins = [], [], []
+
+    def flush():
+      if chars:
+        words.append(("".join(chars), origins[:]))
+        chars.clear()
+        origins.clear()
+
+    for i, c in enumerate(text_):
+      normalized = self._normalized.get(c)
+      if normalized is None:
+        normalized = self._normalized[c] = normalize_char(c, self.lower_case)
+      for x in normalized:
+        if x.isspace():
+          flush()
+        elif is_punctuation(x) or is_cjk(x):
+          flush()
+          words.append((x, [i]))
+        else:
+          chars.append(x)
+          origins.append(i)
+    flush()
+    return words
+
+  def _wordpieces(self, word):
+    """[(piece, first char, end char)] of one normalized word."""
+    if len(word) > MAX_WORD_CHARS:
+      return [("[UNK]", 0, len(word))]
+    pieces, start = [], 0
+    while start < len(word):
+      end = len(word)
+      while end > start:
+        piece = word[start:end] if start == 0 else SUFFIX + word[start:end]
+        if piece in self.token_to_id:
+          break
+        end -= 1
+      if end == start:
+        return [("[UNK]", 0, len(word))]
+      pieces.append((piece, start, end))
+      start = end
+    return pieces
+
+  def encode(self, text_):
+    pieces, starts, ends = [], [], []
+    for word, origins in self._words(text_):
+      for piece, begin, end in self._wordpieces(word):
+        pieces.append(piece)
+        starts.append(origins[begin])
+        ends.append(origins[end - 1] + 1)
+    return Encoding(pieces, [self.token_to_id[p] for p in pieces], starts,
+                    ends)
 
   def encode_batch(self, texts):
     """List of str -> list of `Encoding`, offsets in characters."""
-    out = []
-    for begin in range(0, len(texts), _BATCH):
-      chunk = list(texts[begin:begin + _BATCH])
-      ids, starts, ends = self._tf.tokenize_with_offsets(
-          tf.constant(chunk, tf.string))
-      for s, i, b, e in zip(chunk, ids.to_list(), starts.to_list(),
-                            ends.to_list()):
-        if len(s) != len(s.encode("utf-8")):  # non-ASCII: bytes != chars
-          to_char = _byte_to_char(s)
-          b, e = to_char[b].tolist(), to_char[e].tolist()
-        out.append(Encoding([self.vocab[x] for x in i], i, b, e))
-    return out
-
-  def encode(self, text_):
-    return self.encode_batch([text_])[0]
+    return [self.encode(t) for t in texts]
 
   def tokenize(self, text_):
     """str -> list of WordPiece strings."""
@@ -128,4 +251,3 @@ class WordPieceTokenizer:
 
   def convert_ids_to_tokens(self, ids):
     return [self.vocab[i] for i in ids]
-

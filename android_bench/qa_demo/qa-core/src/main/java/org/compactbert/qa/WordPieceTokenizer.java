@@ -5,13 +5,13 @@ import java.util.Arrays;
 
 /**
  * BERT WordPiece tokenization with character offsets, the same pieces and offsets as
- * {@code tfmodels.tokenization.WordPieceTokenizer} (tensorflow-text's FastBertTokenizer).
+ * {@code tfmodels.tokenization.WordPieceTokenizer} and the reference BERT tokenizer.
  *
  * <p>Three steps: {@link BertNormalizer} maps each code point (remembering where every normalized
  * character came from); the normalized text splits into words at whitespace, and every
  * punctuation or CJK character is a word of its own; each word becomes the greedy longest-match
  * WordPieces ({@code ##} marks a piece that continues a word), or one {@code [UNK]} when some
- * part of it matches nothing or it is longer than {@code maxBytesPerWord} UTF-8 bytes.
+ * part of it matches nothing or it is longer than {@code maxCharsPerWord} code points.
  *
  * <pre>{@code
  * WordPieceTokenizer tokenizer = new WordPieceTokenizer(Vocabulary.load(path), true);
@@ -19,22 +19,22 @@ import java.util.Arrays;
  * }</pre>
  */
 public final class WordPieceTokenizer {
-  /** FastBertTokenizer's default limit; Google's BERT counts 100 characters instead. */
-  public static final int DEFAULT_MAX_BYTES_PER_WORD = 100;
+  /** Google's BERT's limit: a longer word is one [UNK]. */
+  public static final int DEFAULT_MAX_CHARS_PER_WORD = 100;
   private static final String SUFFIX = "##";
 
   private final Vocabulary vocabulary;
   private final BertNormalizer normalizer;
-  private final int maxBytesPerWord;
+  private final int maxCharsPerWord;
 
   public WordPieceTokenizer(Vocabulary vocabulary, boolean lowerCase) {
-    this(vocabulary, lowerCase, DEFAULT_MAX_BYTES_PER_WORD);
+    this(vocabulary, lowerCase, DEFAULT_MAX_CHARS_PER_WORD);
   }
 
-  public WordPieceTokenizer(Vocabulary vocabulary, boolean lowerCase, int maxBytesPerWord) {
+  public WordPieceTokenizer(Vocabulary vocabulary, boolean lowerCase, int maxCharsPerWord) {
     this.vocabulary = vocabulary;
     this.normalizer = new BertNormalizer(lowerCase);
-    this.maxBytesPerWord = maxBytesPerWord;
+    this.maxCharsPerWord = maxCharsPerWord;
   }
 
   public Vocabulary vocabulary() {
@@ -76,58 +76,57 @@ public final class WordPieceTokenizer {
     return encode(text).pieces();
   }
 
-  /** Normalized text, and for each of its UTF-16 units (and its end) an original offset. */
+  /** Normalized text, and for each of its UTF-16 units the original code point's span. */
   private static final class Normalized {
     final String text;
-    final int[] toOriginal;
+    final int[] start;
+    final int[] end;
 
-    Normalized(String text, int[] toOriginal) {
+    Normalized(String text, int[] start, int[] end) {
       this.text = text;
-      this.toOriginal = toOriginal;
+      this.start = start;
+      this.end = end;
     }
   }
 
   /**
-   * Unchanged characters keep their own offsets; every unit a changed code point turns into maps
-   * to that code point's start. So a piece's end is where the next normalized character came
-   * from, as in tensorflow-text (of the three dots an ellipsis becomes, the first two have empty
-   * spans).
+   * Every unit a code point turns into spans that code point in the original text, so a piece
+   * spans the original characters its normalized characters came from: deleted characters and
+   * dropped accents belong to no piece, and each jamo piece of a Hangul syllable spans the
+   * syllable (as the reference).
    */
   private Normalized normalize(String text) {
     StringBuilder out = new StringBuilder(text.length() + 16);
-    int[] map = new int[text.length() + 17];
+    int[] start = new int[text.length() + 16];
+    int[] end = new int[start.length];
     int size = 0;
     for (int i = 0; i < text.length(); ) {
       int cp = text.codePointAt(i);
       int n = Character.charCount(cp);
       String replacement = normalizer.normalize(cp);
-      int grow = replacement == null ? n : replacement.length();
-      if (size + grow + 1 > map.length) {
-        map = Arrays.copyOf(map, Math.max(map.length * 2, size + grow + 1));
+      String units = replacement == null ? text.substring(i, i + n) : replacement;
+      if (size + units.length() > start.length) {
+        int grown = Math.max(start.length * 2, size + units.length());
+        start = Arrays.copyOf(start, grown);
+        end = Arrays.copyOf(end, grown);
       }
-      if (replacement == null) {
-        for (int k = 0; k < n; k++) {
-          out.append(text.charAt(i + k));
-          map[size++] = i + k;
-        }
-      } else {
-        out.append(replacement);
-        for (int k = 0; k < replacement.length(); k++) {
-          map[size++] = i;
-        }
+      out.append(units);
+      for (int k = 0; k < units.length(); k++) {
+        start[size] = i;
+        end[size++] = i + n;
       }
       i += n;
     }
-    map[size] = text.length();
-    return new Normalized(out.toString(), map);
+    return new Normalized(out.toString(), start, end);
   }
 
   /** Greedy longest-match-first WordPieces of normalized text [from, to). */
   private void addWord(Normalized norm, int from, int to, Output out) {
     String word = norm.text.substring(from, to);
-    int[] map = norm.toOriginal;
-    if (word.getBytes(StandardCharsets.UTF_8).length > maxBytesPerWord) {
-      out.add(Vocabulary.UNK, vocabulary.unkId(), map[from], map[to]);
+    int wordStart = norm.start[from];
+    int wordEnd = norm.end[to - 1];
+    if (word.codePointCount(0, word.length()) > maxCharsPerWord) {
+      out.add(Vocabulary.UNK, vocabulary.unkId(), wordStart, wordEnd);
       return;
     }
     int mark = out.size;
@@ -135,7 +134,6 @@ public final class WordPieceTokenizer {
     while (pos < word.length()) {
       int longest = Math.min(word.length(), pos + vocabulary.maxTokenLength());
       int found = -1;
-      String piece = null;
       for (int end = longest; end > pos; end--) {
         if (end < word.length() && Character.isLowSurrogate(word.charAt(end))
             && Character.isHighSurrogate(word.charAt(end - 1))) {
@@ -145,14 +143,13 @@ public final class WordPieceTokenizer {
         int id = vocabulary.id(candidate);
         if (id >= 0) {
           found = end;
-          piece = candidate;
-          out.add(piece, id, map[from + pos], map[from + end]);
+          out.add(candidate, id, norm.start[from + pos], norm.end[from + end - 1]);
           break;
         }
       }
       if (found < 0) {
         out.truncate(mark);
-        out.add(Vocabulary.UNK, vocabulary.unkId(), map[from], map[to]);
+        out.add(Vocabulary.UNK, vocabulary.unkId(), wordStart, wordEnd);
         return;
       }
       pos = found;

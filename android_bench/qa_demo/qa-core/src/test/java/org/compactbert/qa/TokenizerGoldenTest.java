@@ -2,6 +2,7 @@ package org.compactbert.qa;
 
 import static org.junit.jupiter.api.Assertions.assertArrayEquals;
 import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertNotEquals;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import java.io.IOException;
@@ -10,7 +11,7 @@ import java.util.Arrays;
 import java.util.List;
 import org.junit.jupiter.api.Test;
 
-/** Pieces and offsets equal tensorflow-text's (through tfmodels.tokenization) on real text. */
+/** Pieces and offsets equal tfmodels.tokenization's (the reference BERT tokenizer's) on real text. */
 class TokenizerGoldenTest {
 
   @Test
@@ -60,20 +61,33 @@ class TokenizerGoldenTest {
   }
 
   @Test
-  void expandedCharactersGiveEmptySpansButTheLastOne() throws IOException {
+  void piecesSpanTheOriginalCharactersTheyCameFrom() throws IOException {
     WordPieceTokenizer tokenizer = new WordPieceTokenizer(Golden.vocabulary(), true);
-    Encoding e = tokenizer.encode("a\u2026b");  // the ellipsis becomes three dots
-    assertArrayEquals(new String[] {"a", ".", ".", ".", "b"}, e.pieces());
-    assertArrayEquals(new int[] {0, 1, 1, 1, 2}, e.starts());
-    assertArrayEquals(new int[] {1, 1, 1, 2, 3}, e.ends());
+    // Hangul syllables decompose into jamo: every jamo piece spans its syllable.
+    Encoding hangul = tokenizer.encode("\uD55C\uAD6D");
+    assertTrue(hangul.size() > 2);
+    for (int k = 0; k < hangul.size(); k++) {
+      assertEquals(1, hangul.end(k) - hangul.start(k), "piece " + k);
+    }
+    // A dropped accent and a deleted zero-width space belong to no piece.
+    Encoding accent = tokenizer.encode("cafe\u0301 x");
+    assertEquals("cafe", accent.piece(0));
+    assertEquals(0, accent.start(0));
+    assertEquals(4, accent.end(0));
+    Encoding joined = tokenizer.encode("zero\u200Bwidth.");
+    assertArrayEquals(tokenizer.tokenize("zerowidth."), joined.pieces());
+    assertEquals(".", "zero\u200Bwidth.".substring(joined.start(joined.size() - 1),
+        joined.end(joined.size() - 1)));
   }
 
   @Test
-  void overlongWordsAreUnknownByUtf8BytesAfterNormalization() throws IOException {
+  void overlongWordsAreUnknownByCharactersAfterNormalization() throws IOException {
     WordPieceTokenizer tokenizer = new WordPieceTokenizer(Golden.vocabulary(), true);
     assertEquals("aaa", tokenizer.tokenize("a".repeat(100))[0]);
     assertArrayEquals(new String[] {"[UNK]", "."}, tokenizer.tokenize("a".repeat(101) + "."));
-    // 120 characters, but the accents go: 80 bytes, not unknown.
+    // 100 Cyrillic letters are 200 UTF-8 bytes, still a word.
+    assertNotEquals("[UNK]", tokenizer.tokenize("\u0436".repeat(100))[0]);
+    // 120 characters, but the accents go: 80 left, not unknown.
     assertEquals("aba", tokenizer.tokenize("ab\u0301".repeat(40))[0]);
   }
 
