@@ -77,8 +77,11 @@ class Scale:
 
 
 SCALES = {
-    # About two hours on the 2-core host with --jobs 2 (the task stage
-    # runs MiniLM beside each distilled student: the costly part).
+    # Not yet run to the end. Measured on the 2-core host with --jobs 2,
+    # two steps side by side: MiniLM's QA and spam fine-tuning 200 / 100
+    # steps in 15 min; the student's PKT layer stages ~4 s a step, its
+    # PD stage (MiniLM forward + the whole student) ~10 s a step, so more
+    # than two hours in all.
     "full": Scale(128, 128, 384, 128, dupe_factor=2, batch_size=32,
                   finetune_batch_size=16, distill_steps=600,
                   kronecker_steps=150,

@@ -28,19 +28,9 @@ from tfmodels.tokenization import VocabError, WordPieceTokenizer
 sys.path.insert(0, os.path.join(REPO, "tests", "fixtures", "qa_demo"))
 from handmade_text import EXTRA_SENTENCES, HANDMADE  # noqa: E402  pylint: disable=wrong-import-position
 
-
-HARD_LINES = [
-    "Héllo, wörld! The café's price: $3.50 — naïve résumé.",
-    "Ünïcödé façade, Ångström, smörgåsbord; coöperate.",
-    "Ελληνικά, русский язык, العربية, עברית and हिन्दी.",
-    "中文字符 日本語のテキスト 한국어 mixed with English.",
-    "Numbers: 1,234,567.89 3.14159 1e-10 2nd 42% #1 @home",
-    "Punctuation!!! ... ??? (brackets) [square] {curly} <angle> \"quotes\"",
-    "Control\tchars\u00a0and  multiple   spaces\u200b zero-width.",
-    "unaffable antidisestablishmentarianism supercalifragilistic",
-    "a" * 120 + " longword",
-    "",
-]
+# The first eight of the QA demo's hand-made sentences (accents, scripts,
+# numbers, punctuation, control characters, long words), then the edges.
+HARD_LINES = EXTRA_SENTENCES[:8] + ["a" * 120 + " longword", ""]
 
 
 @pytest.fixture(scope="module")

@@ -28,7 +28,8 @@ import sys
 
 from absl import app, flags, logging
 
-from tfmodels.training.run_flags import (define_run_flags,
+from tfmodels.training.run_flags import (check_run_flags,
+                                         define_run_flags,
                                          optimizer_from_flags,
                                          precision_from_flags)
 
@@ -54,6 +55,10 @@ for _name in ("student_config", "train_data", "model_dir"):
 def main(argv):
   if len(argv) > 1:
     raise app.UsageError(f"unexpected arguments: {' '.join(argv[1:])}")
+  error = check_run_flags({"alpha": (0.0, 1.0), "kt_fraction": (0.0, 1.0),
+                           "lower_layer_lr": (0.0, None)})
+  if error:
+    sys.exit(f"error: {error}")
   logging.set_verbosity(logging.WARNING)
   import tf_keras as keras
   from tfmodels.checkpoints.model_dir import (Head, encoder_of,

@@ -17,7 +17,8 @@ import sys
 
 from absl import app, flags, logging
 
-from tfmodels.training.run_flags import (define_run_flags,
+from tfmodels.training.run_flags import (check_run_flags,
+                                         define_run_flags,
                                          optimizer_from_flags,
                                          precision_from_flags)
 
@@ -40,6 +41,10 @@ for _name in ("task", "data_dir", "init_dir", "model_dir"):
 def main(argv):
   if len(argv) > 1:
     raise app.UsageError(f"unexpected arguments: {' '.join(argv[1:])}")
+  error = check_run_flags({"max_seq_length": (1, None),
+                           "warmup_fraction": (0.0, 1.0)})
+  if error:
+    sys.exit(f"error: {error}")
   logging.set_verbosity(logging.WARNING)
   from tfmodels.training.loop import Trainer, get_strategy
   strategy = get_strategy(FLAGS.distribution_strategy)

@@ -17,7 +17,8 @@ import sys
 
 from absl import app, flags, logging
 
-from tfmodels.training.run_flags import (define_run_flags,
+from tfmodels.training.run_flags import (check_run_flags,
+                                         define_run_flags,
                                          optimizer_from_flags,
                                          precision_from_flags)
 
@@ -59,6 +60,9 @@ def pretraining_loss(model, teacher_vocab_size=None):
 def main(argv):
   if len(argv) > 1:
     raise app.UsageError(f"unexpected arguments: {' '.join(argv[1:])}")
+  error = check_run_flags()
+  if error:
+    sys.exit(f"error: {error}")
   logging.set_verbosity(logging.WARNING)
   import tf_keras as keras
   from tfmodels.configs import ConfigError, load_config
@@ -82,8 +86,6 @@ def main(argv):
   elif meta["vocab_size"] > config.vocab_size:
     sys.exit(f"error: --train_data ids reach {meta['vocab_size']} but "
              f"--config vocab_size is {config.vocab_size}")
-  if FLAGS.batch_size < 1 or FLAGS.train_steps < 1:
-    sys.exit("error: --batch_size and --train_steps must be >= 1")
   # Multi-worker collectives must be set up before any TF op runs.
   strategy = get_strategy(FLAGS.distribution_strategy)
   precision_from_flags()

@@ -2,8 +2,12 @@
 
 Each command calls `define_run_flags` with its own defaults, then defines
 what is particular to it, so `pretrain`, `distill` and `finetune` read the
-same way on the command line.
+same way on the command line. `check_run_flags` checks their values (and
+the command's own ranges) before any work: a zero interval or a negative
+rate would otherwise fail mid-run, after checkpoints were written.
 """
+
+import math
 
 from absl import flags
 
@@ -33,6 +37,37 @@ def define_run_flags(train_steps, learning_rate, optimizer="lamb"):
 
 
 PRECISIONS = ("none", "mixed_float16", "mixed_bfloat16")
+# flag -> (lowest, highest or None): the shared flags' allowed values.
+RUN_FLAG_RANGES = {
+    "train_steps": (1, None), "batch_size": (1, None),
+    "checkpoint_every": (1, None), "keep_checkpoints": (1, None),
+    "log_every": (1, None), "warmup_steps": (0, None),
+    "weight_decay": (0.0, None), "clip_norm": (0.0, None),
+}
+
+
+def check_run_flags(ranges=None):
+  """None, or one line naming the first flag out of range.
+
+  Args:
+    ranges: the command's own flags, name -> (lowest, highest or None).
+  """
+  f = flags.FLAGS
+  rate = f.learning_rate
+  if not (math.isfinite(rate) and rate > 0):
+    return f"--learning_rate must be > 0, got {rate}"
+  for name, (low, high) in {**RUN_FLAG_RANGES, **(ranges or {})}.items():
+    value = f[name].value
+    if value is None:
+      continue
+    if not (math.isfinite(value) and value >= low
+            and (high is None or value <= high)):
+      bound = f">= {low}" if high is None else f"in [{low}, {high}]"
+      return f"--{name} must be {bound}, got {value}"
+  if f.warmup_steps > f.train_steps:
+    return (f"--warmup_steps {f.warmup_steps} exceeds --train_steps "
+            f"{f.train_steps}")
+  return None
 
 
 def precision_from_flags():
