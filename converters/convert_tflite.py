@@ -113,8 +113,10 @@ def _modes():
 
 
 def _seq_length(task_json, head_hint, config):
-  length = FLAGS.max_seq_length or task_json.get("max_seq_length") or (
-      384 if head_hint == "span" else 128)
+  length = FLAGS.max_seq_length  # 0 is a mistake, not "the default"
+  if length is None:
+    length = task_json.get("max_seq_length") or (
+        384 if head_hint == "span" else 128)
   if length < 3:
     raise UsageError(f"--max_seq_length {length}: needs room for [CLS], "
                      "[SEP] and a token (at least 3)")
@@ -192,8 +194,15 @@ def plan(out):
   if FLAGS.num_calibration_samples < 1 or FLAGS.num_compare < 1:
     raise UsageError("--num_calibration_samples and --num_compare must be "
                      "positive")
+  if FLAGS.num_threads < 1:
+    raise UsageError(f"--num_threads {FLAGS.num_threads}: must be >= 1")
   name = FLAGS.name or os.path.basename(os.path.normpath(
       FLAGS.model_dir or FLAGS.saved_model))
+  if FLAGS.name is not None and (
+      not name or name != os.path.basename(name) or name.startswith(".")
+      or "/" in name or os.sep in name):
+    raise UsageError(f"--name {FLAGS.name}: a file name stem, not a path "
+                     "(the files go into --output_dir)")
   files = {m: (f"{name}_{m}.tflite", f"{name}_{m}.model_card.json")
            for m in modes}
   reports = (f"{name}_report.json", f"{name}_report.md")

@@ -102,6 +102,7 @@ def test_representative_tsv_of_the_wrong_layout(classifier, tmp_path):
 @pytest.mark.parametrize("length, expect", [
     (128, "exceeds the model's max_position_embeddings 64"),
     (2, "at least 3"),
+    (0, "at least 3"),  # was taken as "no length given"
 ])
 def test_sequence_length_the_model_cannot_take(classifier, tmp_path, length,
                                                expect):
@@ -134,6 +135,9 @@ def test_existing_files_need_overwrite(classifier, tmp_path):
 @pytest.mark.parametrize("extra, expect", [
     (("--modes", "float32,int4"), "unknown mode(s) ['int4']"),
     (("--saved_model", "x"), "exactly one of --model_dir and --saved_model"),
+    (("--num_threads", "0"), "--num_threads 0: must be >= 1"),
+    (("--name", "../../x"), "--name ../../x: a file name stem, not a path"),
+    (("--name", "sub/x"), "--name sub/x: a file name stem, not a path"),
 ])
 def test_flag_mistakes(classifier, tmp_path, extra, expect):
   _refused(tmp_path, *_common(classifier, *extra), expect=expect)
