@@ -70,3 +70,7 @@ def test_cli_prints_json_per_config_and_fails_cleanly():
   bad = run_cli("no_such_model")
   assert bad.returncode != 0
   assert "no_such_model" in bad.stderr.strip().splitlines()[-1]
+  negative = run_cli("mobilebert", "--seq_len", "-5")  # printed negative FLOPs
+  assert negative.returncode != 0 and negative.stdout == ""
+  assert negative.stderr.strip().splitlines()[-1] == (
+      "error: --seq_len -5: must be >= 1")

@@ -220,6 +220,8 @@ def _head_params(c: ModelConfig) -> int:
 
 def count(c: ModelConfig, seq_len: int = 128) -> dict:
   """Parameter counts by part and FLOPs of one sequence of `seq_len` tokens."""
+  if seq_len < 1:
+    raise ConfigError(f"--seq_len {seq_len}: must be >= 1")
   if seq_len > c.max_position_embeddings:
     raise ConfigError(f"--seq_len {seq_len} exceeds max_position_embeddings"
                       f" ({c.max_position_embeddings}) of {c.name}")
