@@ -239,16 +239,21 @@ def test_model_without_the_contract_names_is_refused(tmp_path):
 
 @pytest.mark.parametrize("flag, value, message", [
     ("--passage", "missing.txt", "error: --passage "),
+    ("--passage", "blank.txt", "error: --passage blank.txt: the passage is "
+     "empty"),
     ("--question", " ", "error: --question is empty"),
     ("--model", "missing.tflite", "error: --model missing.tflite: cannot load"),
     ("--vocab", "missing_vocab.txt", "error: --vocab missing_vocab.txt"),
 ])
 def test_twin_command_refuses_bad_input(tiny, tmp_path, flag, value, message):
   (tmp_path / "p.txt").write_text("A passage.")
+  (tmp_path / "blank.txt").write_text(" \n\t\n")
   args = {"--model": tiny[0], "--vocab": VOCAB,
           "--passage": str(tmp_path / "p.txt"), "--question": "What?"}
-  args[flag] = str(tmp_path / value) if value.startswith("missing") else value
-  message = message.replace("missing", str(tmp_path / "missing"))
+  in_tmp = value.startswith(("missing", "blank"))
+  args[flag] = str(tmp_path / value) if in_tmp else value
+  for name in ("missing", "blank"):
+    message = message.replace(name, str(tmp_path / name))
   result = _command("android_bench.qa_demo",
                     *[x for kv in args.items() for x in kv])
   assert result.returncode != 0

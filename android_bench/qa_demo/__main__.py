@@ -47,6 +47,8 @@ def main(argv):
     sys.exit(f"error: --passage {e}")
   except (OSError, EOFError) as e:
     sys.exit(f"error: --passage {FLAGS.passage}: cannot read ({e})")
+  if not passage.strip():  # nothing to answer from
+    sys.exit(f"error: --passage {FLAGS.passage}: the passage is empty")
   from android_bench.qa_demo import QaDemoError
   from android_bench.qa_demo.span_model import SpanModel
   try:
