@@ -10,7 +10,8 @@ old builds omit the percentiles and older ones name the memory line
 and the summary line differently, numbers switch to scientific notation
 above 1e6, and op profiling adds tables: tab-separated or, with a CSV
 formatter, comma-separated; under a "Profiling Info for ..." line or, in
-old builds, bare; split per subgraph and "Delegate internal" in new ones. Every line is stripped of its prefixes and matched
+old builds, bare; split per subgraph and "Delegate internal" in new ones.
+Every line is stripped of its prefixes and matched
 against the known shapes; whatever matches nothing is kept in `unparsed`,
 never dropped. Units are the tool's: timings in microseconds, memory in MB,
 `init_ms` in milliseconds.

@@ -3,7 +3,7 @@
 One tokenizer serves Python code (pieces, ids and character offsets, needed to
 map QA answers back to the passage) and TF graphs (`tf_tokenize`). It reads a
 BERT `vocab.txt` and follows Google's BERT and Hugging Face's
-`BertTokenizerFast` (the recorded reference of the tests) step by step:
+`BertTokenizerFast` (the tests' reference) step by step:
 
   1. clean: NUL, U+FFFD and control, format, private-use and surrogate
      characters (Cc, Cf, Co, Cs; not tab, CR, LF) are deleted; whitespace
@@ -136,7 +136,7 @@ class WordPieceTokenizer:
     self.token_to_id = {t: i for i, t in enumerate(self.vocab)}
     self.pad_id, self.unk_id, self.cls_id, self.sep_id, self.mask_id = (
         self.token_to_id[t] for t in SPECIAL_TOKENS)
-    self._normalized = {}  # character -> normalize_char(character)
+    self._normalized = {}  # character -> [(normalized char, word role)]
     self._table = tf.lookup.StaticVocabularyTable(
         tf.lookup.KeyValueTensorInitializer(
             tf.constant(self.vocab), tf.range(len(self.vocab),
@@ -194,16 +194,18 @@ class WordPieceTokenizer:
     for i, c in enumerate(text_):
       normalized = self._normalized.get(c)
       if normalized is None:
-        normalized = self._normalized[c] = normalize_char(c, self.lower_case)
-      for x in normalized:
-        if x.isspace():
-          flush()
-        elif is_punctuation(x) or is_cjk(x):
-          flush()
-          words.append((x, [i]))
-        else:
+        normalized = self._normalized[c] = [
+            (x, "space" if x.isspace() else
+             "alone" if is_punctuation(x) or is_cjk(x) else "word")
+            for x in normalize_char(c, self.lower_case)]
+      for x, role in normalized:
+        if role == "word":
           chars.append(x)
           origins.append(i)
+        else:
+          flush()
+          if role == "alone":
+            words.append((x, [i]))
     flush()
     return words
 
