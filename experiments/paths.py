@@ -8,6 +8,8 @@ import os
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 DATA = os.path.join(REPO, "data")
 VOCAB = os.path.join(DATA, "vocab", "uncased_vocab.txt")
+# The Task Library's venv (Makefile: .venv-task; requirements-task.txt).
+TASK_LIBRARY_PYTHON = os.path.join(REPO, ".venv-task", "bin", "python")
 
 
 def data_sources(slices, directory):

