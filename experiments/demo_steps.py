@@ -165,12 +165,13 @@ def build_steps(scale, layout, phone=None):
 
   def finetune(model, task):
     """The teacher from its pretrained weights; the PKT student with
-    task-stage distillation from the fine-tuned teacher (finetune
-    --teacher_dir); the scratch student on the labels alone."""
+    task-stage distillation from the fine-tuned teacher's soft targets
+    (finetune --teacher_dir --task_kd prediction); the scratch student on
+    the labels alone."""
     name = f"{model}_{task}"
     task_name, = [n for t, n, _ in TASKS if t == task]
-    kd = (("--teacher_dir", layout.finetuned(f"teacher_{task}"))
-          if model == "pkt" else ())
+    kd = (("--teacher_dir", layout.finetuned(f"teacher_{task}"),
+           "--task_kd", "prediction") if model == "pkt" else ())
     step(name, python_module(
         "tfmodels.training.finetune", "--task", task_name, "--data_dir",
         task_data[task], "--init_dir", layout.run(model), "--model_dir",
@@ -181,7 +182,7 @@ def build_steps(scale, layout, phone=None):
         "--learning_rate", scale.teacher_learning_rate if model == "teacher"
         else scale.finetune_learning_rate, "--checkpoint_every", 1000,
         "--log_every", 10, *kd),
-         layout.finetuned(name), (layout.run(model),) + kd[1:] + data_inputs)
+         layout.finetuned(name), (layout.run(model),) + kd[1:2] + data_inputs)
 
   def convert(name, scored=True):
     """Converted and validated; `scored` also measures the task metric of

@@ -102,8 +102,8 @@ SCALES = {
 # name -> (role, method, config, how its encoder is made)
 MODELS = {
     "teacher": ("teacher", "all-MiniLM-L6-v2, fine-tuned", None, "minilm"),
-    "student": ("student", "PKT from MiniLM + task-stage KD",
-                "mobilebert_minilm", "distill"),
+    "student": ("student", "PKT from MiniLM + task-stage KD (soft "
+                "targets)", "mobilebert_minilm", "distill"),
     "baseline": ("baseline", "same shape, MLM + NSP from scratch, "
                  "fine-tuned", "mobilebert_minilm", "pretrain"),
     "kronecker": ("student", "KroneckerBERT: Kronecker KD from MiniLM + "
@@ -180,8 +180,13 @@ def build_steps(layout, scale):
       steps.append(Step(model, encoders[model], layout.run(model),
                         train_data))
     for task, task_name, data_dir in TASKS:
+      # KroneckerBERT's task stage is its eq. 14 (every layer's outputs
+      # and attention scores too); the MobileBERT student learns from the
+      # teacher's soft targets: MSE on raw attention scores, which its
+      # PKT stage matched only up to softmax, swamped the task loss.
       kd = () if model in ("teacher", "baseline") else (
-          "--teacher_dir", layout.finetuned("teacher", task))
+          "--teacher_dir", layout.finetuned("teacher", task), "--task_kd",
+          "all" if model == "kronecker" else "prediction")
       steps_ = scale.finetune_steps[model][task == "spam"]
       lr = (scale.teacher_lr if model in ("teacher", "kronecker")
             else scale.student_lr)
@@ -194,7 +199,7 @@ def build_steps(layout, scale):
           "--batch_size", scale.finetune_batch_size, "--learning_rate", lr,
           "--checkpoint_every", 100, "--keep_checkpoints", 1,
           "--log_every", 10, *kd), output,
-          (layout.run(model),) + kd[1:] + data_inputs))
+          (layout.run(model),) + kd[1:2] + data_inputs))
     steps.append(Step(f"convert_{model}", python_module(
         "converters.convert_tflite", "--model_dir",
         layout.finetuned(model, "qa"), "--data_dir",
@@ -255,8 +260,54 @@ def _host():
   return f"{name}, {cpus} cores, {platform.system()} {platform.release()}"
 
 
-def markdown(results, scale):
-  """The results as a table with the targets' ratios."""
+def progress(layout):
+  """How far each run's losses got, read off its curves: one line a run.
+
+  A run's objective is its last stage's (PKT's layer stages each have
+  their own); the change between the last two fifths of the logged steps
+  says whether it had flattened.
+  Fine-tuning is judged by the labels' cross-entropy alone (`task`), the
+  part every model shares.
+  """
+  from experiments.demo_results import read_history
+  lines = []
+  for model in MODELS:
+    runs = [("QA fine-tuning", layout.finetuned(model, "qa"), "task"),
+            ("spam fine-tuning", layout.finetuned(model, "spam"), "task")]
+    if model != "teacher":
+      runs.insert(0, ("pre-training" if model == "baseline" else
+                      "distillation", layout.run(model), "loss"))
+    for label, directory, tag in runs:
+      scalars = read_scalars(os.path.join(directory, "summaries"))
+      curve = scalars.get(tag) or scalars.get("loss")
+      if not curve:
+        continue
+      stages = [r.get("stage") for r in read_history(
+          os.path.join(directory, "history.jsonl"))]
+      if stages and stages[-1]:
+        first = next(i for i, st in enumerate(stages) if st == stages[-1])
+        start = read_history(os.path.join(directory, "history.jsonl"))[
+            first]["step"]
+        curve = [(step, v) for step, v in curve if step >= start]
+        label += f" (its last stage, {stages[-1]})"
+      values = [v for _, v in curve]
+      fifth = max(1, len(values) // 5)
+      head = sum(values[-2 * fifth:-fifth] or values[:1]) / len(
+          values[-2 * fifth:-fifth] or values[:1])
+      tail = sum(values[-fifth:]) / fifth
+      change = 100 * (tail - head) / head
+      lines.append(
+          f"{model}, {label}, steps {curve[0][0]}-{curve[-1][0]}: "
+          f"{'loss' if tag == 'loss' else 'task loss'} {values[0]:.3g} -> "
+          f"{tail:.3g} (mean of the last fifth of the logged steps, "
+          f"{'down' if change < 0 else 'up'} {abs(change):.0f}% from the "
+          "fifth before)")
+  return lines
+
+
+def markdown(results, scale, curves=()):
+  """The results as a table with the targets' ratios, and how far each
+  run's losses got (`progress`)."""
   fmt = lambda v, f="{:.1f}": "n/a" if v is None else f.format(v)
   rows = {r["name"]: r for r in results["rows"]}
   teacher = rows["teacher"]
@@ -284,6 +335,9 @@ def markdown(results, scale):
   lines += ["", "Against the teacher:", ""]
   for r in results["rows"][1:]:
     lines.append("- " + _ratios(r, teacher))
+  if curves:
+    lines += ["", "How far each run's losses got (the curves are in "
+              f"{RESULTS_NAME}.png):", ""] + [f"- {l}" for l in curves]
   return "\n".join(lines) + "\n"
 
 
@@ -356,7 +410,7 @@ def main(argv):
   command = " ".join(["python -m experiments.distill_from_minilm"]
                      + sys.argv[1:])
   results = collect(layout, command)
-  table = markdown(results, scale)
+  table = markdown(results, scale, progress(layout))
   try:
     out.add(RESULTS_NAME + ".json", json.dumps(results, indent=1) + "\n")
     out.add(RESULTS_NAME + ".md", f"# {RESULTS_NAME}\n\n" + table)

@@ -91,6 +91,11 @@ def test_each_term_matches_numpy(pair, head):
   np.testing.assert_allclose(metrics["task"], supervised, rtol=1e-5)
   np.testing.assert_allclose(loss, sum(float(v) for v in metrics.values()),
                              rtol=1e-5)
+  # Prediction-layer distillation only (finetune --task_kd prediction).
+  loss, metrics = finetuning_loss(student, teacher, task,
+                                  intermediate=False)(batch)
+  assert set(metrics) == {"logit_kd", "task"}
+  np.testing.assert_allclose(loss, logit + supervised, rtol=1e-5)
 
 
 def test_finetune_with_teacher(tmp_path, pair):

@@ -55,10 +55,13 @@ def pretraining_loss(student, teacher):
   return loss_fn
 
 
-def finetuning_loss(student, teacher, task):
+def finetuning_loss(student, teacher, task, intermediate=True):
   """loss_fn(batch) of eq. 14: intermediate KD + logit KD + the task loss.
 
   `task` is a `training.tasks` task: it knows its logits and labels.
+  `intermediate=False` keeps only the prediction layer's soft targets and
+  the task loss (Hinton et al.'s distillation, TinyBERT's prediction-layer
+  stage).
   """
   from tfmodels.training.tasks import model_inputs
 
@@ -66,11 +69,14 @@ def finetuning_loss(student, teacher, task):
     inputs = model_inputs(batch)
     s = student(inputs, training=True)
     t = teacher(inputs, training=False)
-    embedding, attention, ffn = intermediate_kd_loss(t, s,
-                                                     batch["input_mask"])
     logit = task.logit_kd(t, s, batch)
     supervised = task.supervised_loss(s, batch)
-    metrics = {"embedding_kd": embedding, "attention_kd": attention,
-               "ffn_kd": ffn, "logit_kd": logit, "task": supervised}
+    metrics = {"logit_kd": logit, "task": supervised}
+    if not intermediate:
+      return logit + supervised, metrics
+    embedding, attention, ffn = intermediate_kd_loss(t, s,
+                                                     batch["input_mask"])
+    metrics.update(embedding_kd=embedding, attention_kd=attention,
+                   ffn_kd=ffn)
     return embedding + attention + ffn + logit + supervised, metrics
   return loss_fn
