@@ -367,22 +367,24 @@ def plot(layout, results, path):
   plt = pyplot()
   fig, axes = plt.subplots(1, 3, figsize=(16, 4.5))
   ax = axes[0]
+  colors = dict(zip(MODELS, ("tab:blue", "tab:orange", "tab:gray",
+                             "tab:green")))
   for r in results["rows"]:
     ms = r["int8_ms"].get("1")
     if ms and r["qa_f1_int8"] is not None:
-      ax.scatter(ms, r["qa_f1_int8"])
+      ax.scatter(ms, r["qa_f1_int8"], color=colors[r["name"]])
       ax.annotate(r["name"], (ms, r["qa_f1_int8"]))
   ax.set(xlabel="int8 latency, 1 thread (ms)", ylabel="QA F1 (int8)",
          title="Quality vs host latency")
   for ax, (title, runs) in zip(axes[1:], (
       ("Pre-training / distillation loss", [
           (m, layout.run(m)) for m in MODELS if m != "teacher"]),
-      ("QA fine-tuning loss", [
+      ("QA fine-tuning loss (with the KD terms)", [
           (m, layout.finetuned(m, "qa")) for m in MODELS]))):
     for name, directory in runs:
       curve = read_scalars(os.path.join(directory, "summaries")).get("loss")
       if curve:
-        ax.plot(*zip(*curve), label=name)
+        ax.plot(*zip(*curve), label=name, color=colors[name])
     ax.set(xlabel="step", ylabel="loss", title=title, yscale="log")
     ax.legend(fontsize="small")
   save_figure(fig, path)
