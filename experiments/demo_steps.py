@@ -60,7 +60,7 @@ class Scale:
 
 
 SCALES = {
-    # Budgets measured on the 2-core host (README: `make demo`).
+    # Timed on the 2-core host: README, "The main job".
     "full": Scale(MINILM, "mobilebert_minilm", seq_length=64,
                   max_predictions=10, batch_size=32, student_steps=300,
                   learning_rate=1e-3, qa_seq_length=128,
@@ -148,7 +148,7 @@ def build_steps(scale, layout, phone=None):
         "--max_seq_length", scale.seq_length, "--max_predictions_per_seq",
         scale.max_predictions, "--dupe_factor", 1, "--random_seed", seed,
         "--overwrite"), layout.path("data", split), data_inputs)
-  steps.append(import_step(layout.run("teacher")))
+  steps.append(import_step(layout.run("teacher"), teacher=scale.teacher))
   train_data = layout.path("data", "train")
   train = ("--train_data", layout.shards("train"), "--batch_size",
            scale.batch_size, "--optimizer", "adamw", "--learning_rate",
@@ -182,7 +182,8 @@ def build_steps(scale, layout, phone=None):
         "--learning_rate", scale.teacher_learning_rate if model == "teacher"
         else scale.finetune_learning_rate, "--checkpoint_every", 1000,
         "--log_every", 10, *kd),
-         layout.finetuned(name), (layout.run(model),) + kd[1:2] + data_inputs)
+         layout.finetuned(name),
+         (layout.run(model),) + kd[1:2] + data_inputs)
 
   def convert(name, scored=True):
     """Converted and validated; `scored` also measures the task metric of

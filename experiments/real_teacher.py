@@ -16,10 +16,11 @@ MINILM = "all-minilm-l6-v2"
 MINILM_LABEL = "all-MiniLM-L6-v2"
 
 
-def import_step(output, name="teacher"):
-  """The step writing MiniLM as a model directory at `output`."""
+def import_step(output, name="teacher", teacher=MINILM):
+  """The step writing a named teacher (default MiniLM) as a model
+  directory at `output`."""
   from tfmodels.checkpoints.teachers import teacher_dir
   return Step(name, python_module(
       "tfmodels.checkpoints.convert", "--from", "hf", "--input",
-      teacher_dir(MINILM), "--name", MINILM, "--output", output,
+      teacher_dir(teacher), "--name", teacher, "--output", output,
       "--overwrite"), output)
