@@ -170,8 +170,10 @@ def build_steps(scale, layout, phone=None):
     the labels alone."""
     name = f"{model}_{task}"
     task_name, = [n for t, n, _ in TASKS if t == task]
-    kd = (("--teacher_dir", layout.finetuned(f"teacher_{task}"),
-           "--task_kd", "prediction") if model == "pkt" else ())
+    teacher = (layout.finetuned(f"teacher_{task}"),) if model == "pkt" \
+        else ()
+    kd = ("--teacher_dir", *teacher, "--task_kd", "prediction") if (
+        teacher) else ()
     step(name, python_module(
         "tfmodels.training.finetune", "--task", task_name, "--data_dir",
         task_data[task], "--init_dir", layout.run(model), "--model_dir",
@@ -183,7 +185,7 @@ def build_steps(scale, layout, phone=None):
         else scale.finetune_learning_rate, "--checkpoint_every", 1000,
         "--log_every", 10, *kd),
          layout.finetuned(name),
-         (layout.run(model),) + kd[1:2] + data_inputs)
+         (layout.run(model),) + teacher + data_inputs)
 
   def convert(name, scored=True):
     """Converted and validated; `scored` also measures the task metric of

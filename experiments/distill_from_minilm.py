@@ -184,8 +184,10 @@ def build_steps(layout, scale):
       # and attention scores too); the MobileBERT student learns from the
       # teacher's soft targets: MSE on raw attention scores, which its
       # PKT stage matched only up to softmax, swamped the task loss.
-      kd = () if model in ("teacher", "baseline") else (
-          "--teacher_dir", layout.finetuned("teacher", task), "--task_kd",
+      teacher = (() if model in ("teacher", "baseline") else
+                 (layout.finetuned("teacher", task),))
+      kd = () if not teacher else (
+          "--teacher_dir", *teacher, "--task_kd",
           "all" if model == "kronecker" else "prediction")
       steps_ = scale.finetune_steps[model][task == "spam"]
       lr = (scale.teacher_lr if model in ("teacher", "kronecker")
@@ -199,7 +201,7 @@ def build_steps(layout, scale):
           "--batch_size", scale.finetune_batch_size, "--learning_rate", lr,
           "--checkpoint_every", 100, "--keep_checkpoints", 1,
           "--log_every", 10, *kd), output,
-          (layout.run(model),) + kd[1:2] + data_inputs))
+          (layout.run(model),) + teacher + data_inputs))
     steps.append(Step(f"convert_{model}", python_module(
         "converters.convert_tflite", "--model_dir",
         layout.finetuned(model, "qa"), "--data_dir",
@@ -282,18 +284,16 @@ def progress(layout):
       curve = scalars.get(tag) or scalars.get("loss")
       if not curve:
         continue
-      stages = [r.get("stage") for r in read_history(
-          os.path.join(directory, "history.jsonl"))]
-      if stages and stages[-1]:
-        first = next(i for i, st in enumerate(stages) if st == stages[-1])
-        start = read_history(os.path.join(directory, "history.jsonl"))[
-            first]["step"]
+      history = read_history(os.path.join(directory, "history.jsonl"))
+      last = history[-1].get("stage") if history else None
+      if last:
+        start = next(r["step"] for r in history if r.get("stage") == last)
         curve = [(step, v) for step, v in curve if step >= start]
-        label += f" (its last stage, {stages[-1]})"
+        label += f" (its last stage, {last})"
       values = [v for _, v in curve]
       fifth = max(1, len(values) // 5)
-      head = sum(values[-2 * fifth:-fifth] or values[:1]) / len(
-          values[-2 * fifth:-fifth] or values[:1])
+      before = values[-2 * fifth:-fifth] or values[:1]
+      head = sum(before) / len(before)
       tail = sum(values[-fifth:]) / fifth
       change = 100 * (tail - head) / head
       lines.append(
