@@ -12,6 +12,9 @@
 xnnpack, 4 threads, 1 repeat, 1 warm-up + 50 runs), appends one JSON per run
 to --results_dir, prints a Markdown table and writes a PNG plot beside the
 JSON. It exits 1 if any cell failed; what was measured is kept either way.
+With --cool_below_c 40 each cell first waits (at most --cool_timeout_s) for
+the device to cool; cells that ran hot or throttled are marked in the JSON
+and the tables.
 """
 
 import json
@@ -45,6 +48,20 @@ flags.DEFINE_string("cpu_mask", None, "Pin with taskset: a hex mask (f0) or "
 flags.DEFINE_float("timeout", 600.0, "Seconds before one cell is abandoned.")
 flags.DEFINE_float("reconnect_wait", 10.0, "Seconds to wait for a device "
                    "that dropped off before skipping the remaining cells.")
+flags.DEFINE_float("cool_below_c", None, "Before each cell, wait until the "
+                   "hottest thermal zone is below this (degrees C) and the "
+                   "thermal status below --throttled_status; a cell that "
+                   "starts or ends hotter is marked throttled. Default: no "
+                   "waiting (the status alone marks cells).")
+flags.DEFINE_integer("throttled_status", 1, "Android thermal service status "
+                     "from which a device counts as throttled (1 light, 2 "
+                     "moderate, 3 severe, 4 critical, 5 emergency, 6 "
+                     "shutdown).")
+flags.DEFINE_float("cool_timeout_s", 300.0, "Longest wait for --cool_below_c "
+                   "before one cell; the cell then runs anyway, marked "
+                   "throttled.")
+flags.DEFINE_float("cool_poll_s", 5.0, "Seconds between thermal reads while "
+                   "waiting to cool.")
 flags.DEFINE_bool("op_profiling", False, "--enable_op_profiling=true.")
 flags.DEFINE_bool("peak_memory", False,
                   "--report_peak_memory_footprint=true.")
@@ -145,6 +162,7 @@ def _settings():
       parse_mask(FLAGS.cpu_mask)
     except ValueError:
       _fail(f"--cpu_mask {FLAGS.cpu_mask}: give a hex mask like f0, or big")
+  _check_cooling_flags()
   try:
     extra = tuple(shlex.split(FLAGS.benchmark_args))
   except ValueError as e:
@@ -157,7 +175,24 @@ def _settings():
       timeout_s=FLAGS.timeout, op_profiling=FLAGS.op_profiling,
       peak_memory=FLAGS.peak_memory, extra_args=extra, keep=FLAGS.keep,
       remote_dir=FLAGS.remote_dir, reconnect_wait_s=FLAGS.reconnect_wait,
-      auto_value_ranges=FLAGS.auto_value_ranges)
+      auto_value_ranges=FLAGS.auto_value_ranges,
+      cool_below_c=FLAGS.cool_below_c, throttled_status=FLAGS.throttled_status,
+      cool_timeout_s=FLAGS.cool_timeout_s, cool_poll_s=FLAGS.cool_poll_s)
+
+
+def _check_cooling_flags():
+  from android_bench.thermal import STATUS_NAMES
+  limit = FLAGS.cool_below_c
+  if limit is not None and not 0 < limit < 1000:
+    _fail(f"--cool_below_c {limit:g}: give a temperature in degrees C "
+          f"above 0, e.g. 40")
+  if not 1 <= FLAGS.throttled_status < len(STATUS_NAMES):
+    _fail(f"--throttled_status {FLAGS.throttled_status}: give 1 (light) .. "
+          f"{len(STATUS_NAMES) - 1} ({STATUS_NAMES[-1]})")
+  if not 0 <= FLAGS.cool_timeout_s < float("inf"):
+    _fail(f"--cool_timeout_s {FLAGS.cool_timeout_s:g}: give seconds >= 0")
+  if not 0 < FLAGS.cool_poll_s < float("inf"):
+    _fail(f"--cool_poll_s {FLAGS.cool_poll_s:g}: give seconds > 0")
 
 
 def cmd_run(args):

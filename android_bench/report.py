@@ -12,10 +12,17 @@ with `*`), the spread is p5..p95 of the runs (mean +- std without
 percentiles), min and max are over all runs. Comparisons match rows by model
 file name, runner, delegate and thread count; the ratio is new / old, so
 below 1 is faster.
+
+Thermal: a row counts its cells that ran hot or throttled (`throttled`, of
+`thermal_known` cells with a verdict; thermal.cell_throttled) and the time
+they spent waiting to cool; tables mark such rows' latency with `!` and
+say how many cells it concerns, since a throttled cell measures the
+device's thermal state as much as the model.
 """
 
 import statistics
 
+from android_bench import thermal
 from android_bench.plotting import pyplot, save_figure
 
 _KEY = ("model", "runner", "delegate", "threads")
@@ -36,6 +43,11 @@ def summarize(run):
     row = dict(zip(_KEY, key), cells=len(cells), ok=len(ok),
                statuses=sorted({c["status"] for c in cells}),
                errors=[c["error"] for c in cells if c.get("error")])
+    verdicts = [thermal.cell_throttled(c) for c in cells]
+    row["throttled"] = sum(v is True for v in verdicts)
+    row["thermal_known"] = sum(v is not None for v in verdicts)
+    row["cool_wait_s"] = round(sum(
+        (c.get("thermal") or {}).get("waited_s") or 0 for c in cells), 3)
     if ok:
       timings = [c["timings_us"] for c in ok]
       has_median = all(t.get("median") is not None for t in timings)
@@ -94,16 +106,20 @@ def markdown_table(runs):
   header = (["run"] if several else []) + [
       "model", "runner", "delegate", "threads", "latency ms",
       "p5..p95 ms", "mean ms", "std ms", "min ms", "max ms", "runs",
-      "init ms", "peak MB", "delegated nodes", "status"]
+      "init ms", "peak MB", "delegated nodes", "throttled", "status"]
   lines = ["| " + " | ".join(header) + " |",
            "| " + " | ".join("---" for _ in header) + " |"]
-  notes = []
+  mean_note, throttled, judged = False, 0, 0
   for run in runs:
     for row in summarize(run):
       latency = _fmt(row.get("latency_ms"))
       if row.get("estimate") == "mean":
         latency += "*"
-        notes = ["\\* mean: this benchmark_model build prints no median."]
+        mean_note = True
+      if row["throttled"]:
+        latency += "!"
+      throttled += row["throttled"]
+      judged += row["thermal_known"]
       spread = ("-" if row.get("low_ms") is None else
                 f"{_fmt(row['low_ms'])}..{_fmt(row['high_ms'])}")
       cells = ([run_label(run)] if several else []) + [
@@ -112,9 +128,24 @@ def markdown_table(runs):
           _fmt(row.get("min_ms")), _fmt(row.get("max_ms")),
           _fmt(row.get("runs")), _fmt(row.get("init_ms")),
           _fmt(row.get("peak_mb")), row.get("coverage") or "-",
-          _status(row)]
+          _throttled(row), _status(row)]
       lines.append("| " + " | ".join(cells) + " |")
+  notes = ["\\* mean: this benchmark_model build prints no median."] \
+      if mean_note else []
+  if throttled:
+    notes.append(f"! {throttled} of {judged} cells ran hot or throttled "
+                 f"(thermal status or hottest zone over the limit, JSON "
+                 f"`hot_before` / `hot_after`): their latency may be the "
+                 f"device's heat, not the model.")
   return "\n".join(lines + notes) + "\n"
+
+
+def _throttled(row):
+  """`-` without thermal data, `no`, or `k/n` cells that ran hot."""
+  if not row["thermal_known"]:
+    return "-"
+  return f"{row['throttled']}/{row['thermal_known']}" if row["throttled"] \
+      else "no"
 
 
 def compare(old, new):
@@ -127,16 +158,21 @@ def compare(old, new):
   lines = [f"A = {run_label(old)}", f"B = {run_label(new)}", "",
            "| " + " | ".join(header) + " |",
            "| " + " | ".join("---" for _ in header) + " |"]
-  pairs = []
+  pairs, hot = [], False
   for key in keys:
-    a = (old_rows.get(key) or {}).get("latency_ms")
-    b = (new_rows.get(key) or {}).get("latency_ms")
+    old_row, new_row = old_rows.get(key) or {}, new_rows.get(key) or {}
+    a, b = old_row.get("latency_ms"), new_row.get("latency_ms")
     ratio = b / a if a and b is not None else None
     pairs.append({**dict(zip(_KEY, key)), "a_ms": a, "b_ms": b,
                   "ratio": ratio})
+    marks = ["!" if r.get("throttled") else "" for r in (old_row, new_row)]
+    hot = hot or any(marks)
     lines.append("| " + " | ".join(
-        [key[0], key[1], key[2], str(key[3]), _fmt(a), _fmt(b),
-         "-" if ratio is None else f"{ratio:.3f}"]) + " |")
+        [key[0], key[1], key[2], str(key[3]), _fmt(a) + marks[0],
+         _fmt(b) + marks[1], "-" if ratio is None else f"{ratio:.3f}"])
+                 + " |")
+  if hot:
+    lines.append("! some of the row's cells ran hot or throttled.")
   return "\n".join(lines) + "\n", pairs
 
 

@@ -9,7 +9,8 @@ A run is a dict (JSON as written) whichever target produced it:
                   soc, cores, cpu_max_freq_khz, big_cores, big_core_mask ...},
      "settings": {threads, delegates, repeats, warmup_runs, num_runs,
                   cpu_mask, timeout_s, benchmark_binary {path, sha256},
-                  extra_args, remote_dir},
+                  extra_args, remote_dir, cool_below_c, throttled_status,
+                  cool_timeout_s, cool_poll_s},
      "models":   {name: {path, size_bytes, sha256, md5, inputs, outputs,
                          nodes, op_counts}},
      "cells": [{"model", "runner", "delegate", "threads", "repeat",
@@ -21,8 +22,25 @@ A run is a dict (JSON as written) whichever target produced it:
                 "session_init_ms", "memory_mb": {init, overall, peak},
                 "delegate_coverage": [{delegate, replaced_nodes, total_nodes,
                                        partitions}],
-                "op_profile": {...}, "thermal": {"before", "after"},
+                "op_profile": {...},
+                "thermal": {"before", "after", "before_wait", "waited_s",
+                            "reads", "wait_timed_out", "hot_before",
+                            "hot_after"},
+                "throttled": bool | null,
                 "unparsed_lines": [...], "raw_output": "..."}]}
+
+A thermal reading is {"status": thermal service status or null,
+"zones_c": {zone type: degrees C}, "max_c"}. "before" is the state the cell
+started in, "before_wait" the first reading when the harness had to wait
+for the device to cool (else null), "waited_s" the time it waited
+(`started_at` and `wall_s` leave the wait out), "reads" how many readings
+that took, "wait_timed_out" whether --cool_timeout_s ran out with the
+device still hot. "hot_before" / "hot_after" list why the device counted as
+hot (status >= settings.throttled_status, hottest zone >= cool_below_c), []
+when it did not; "throttled" is true when either is non-empty, null when
+the cell has no thermal record. Runs written before these fields existed
+hold only "before" and "after" and no "throttled"; they load as they are
+(report.py judges them by the status, thermal.cell_throttled).
 
 Timings stay in the tool's microseconds; `median`, `p5`, `p95` are null when
 the benchmark_model build predates percentiles. The file is rewritten

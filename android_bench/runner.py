@@ -17,6 +17,13 @@ still there (a dropped transport makes `adb shell` exit 0 with truncated
 output). If it is gone and does not come back within `reconnect_wait_s`, the
 remaining cells are marked skipped. The results file is rewritten after every
 cell, so whatever was measured survives.
+
+Thermal: with `cool_below_c` set, each cell waits (up to `cool_timeout_s`,
+reading every `cool_poll_s`) until the hottest zone is below it and the
+thermal service status is below `throttled_status`; a cell that started or
+ended hot is recorded as `"throttled": true` (thermal.py), and still runs
+when the wait times out. Without it no cell waits, and the status alone
+marks throttled cells.
 """
 
 import dataclasses
@@ -27,7 +34,7 @@ import subprocess
 import sys
 import time
 
-from android_bench import device_info, results
+from android_bench import device_info, results, thermal
 from android_bench.adb import AdbError, AdbTimeout, DeviceGone
 from android_bench.model_facts import file_digests, input_flags, model_facts
 from android_bench.output_parser import parse_output
@@ -61,6 +68,16 @@ class Settings:
   remote_dir: str = "/data/local/tmp"
   reconnect_wait_s: float = 10.0
   auto_value_ranges: bool = True  # index ranges read from each model
+  cool_below_c: float = None  # wait before each cell until below (None: no)
+  throttled_status: int = 1   # thermal service status counted as throttled
+  cool_timeout_s: float = 300.0
+  cool_poll_s: float = 5.0
+
+  def thermal_policy(self):
+    return thermal.ThermalPolicy(limit_c=self.cool_below_c,
+                                 throttled_status=self.throttled_status,
+                                 timeout_s=self.cool_timeout_s,
+                                 poll_s=self.cool_poll_s)
 
 
 def benchmark_args(settings, graph, threads, delegate, facts=None):
@@ -353,6 +370,7 @@ def run_matrix(target, model_paths, settings, results_dir, argv=(), name=None,
   log(f"run {run['run_id']}: {len(cells)} cells on "
       f"{run['device'].get('model')} ({target.name}) -> {path}")
   gone = None
+  policy, blind = settings.thermal_policy(), False
   try:
     run["settings"]["transfer"] = target.prepare(model_paths)
     run["settings"]["cpu_mask_used"] = target.cell_mask()
@@ -365,14 +383,25 @@ def run_matrix(target, model_paths, settings, results_dir, argv=(), name=None,
     if not gone:
       begin = time.monotonic()
       try:
-        before = target.thermal()
+        wait = thermal.wait_until_cool(
+            target.thermal, policy,
+            log=lambda line, i=i: log(f"[{i}/{len(cells)}] {line}"))
+        begin = time.monotonic()  # wall_s leaves the cooling wait out
+        if policy.limit_c is not None and not blind and \
+            wait["before"].get("max_c") is None:
+          blind = True
+          log(f"warning: cool_below_c {policy.limit_c:g}: the device "
+              f"reports no thermal zone temperature; cells wait on the "
+              f"thermal status only")
+        cell.update(started_at=results.now_iso(),
+                    thermal=thermal.cell_record(wait, None, policy))
         status, output, command, error = target.run_cell(
             spec["model"], spec["runner"], spec["threads"], spec["delegate"],
             facts[spec["model"]])
         cell.update(status=status, error=error, command=command,
                     raw_output=output)
         results.fill_cell(cell, parse_output(output))
-        cell["thermal"] = {"before": before, "after": target.thermal()}
+        cell["thermal"] = thermal.cell_record(wait, target.thermal(), policy)
       except DeviceGone as e:
         gone = f"device lost earlier in the run: {e}"
         output = getattr(e, "output", "")
@@ -386,11 +415,13 @@ def run_matrix(target, model_paths, settings, results_dir, argv=(), name=None,
         except DeviceGone as lost:
           gone = f"device lost earlier in the run: {lost}"
       cell["wall_s"] = round(time.monotonic() - begin, 3)
+    cell["throttled"] = thermal.is_throttled(cell["thermal"])
     run["cells"].append(cell)
     results.save_run(run, results_dir)
     log(f"[{i}/{len(cells)}] {_describe(cell)}: " + (
         _cell_summary(cell) if cell["status"] == "ok" else
-        f"{cell['status'].upper()}: {cell['error']}"))
+        f"{cell['status'].upper()}: {cell['error']}") + (
+            " [throttled]" if cell["throttled"] else ""))
   try:
     if not gone or not gone.startswith("device lost"):
       removed = target.cleanup()

@@ -62,12 +62,17 @@ class Lab:
                           capture_output=True, text=True, env=self.env,
                           timeout=timeout)
 
-  def start_device(self):
+  def start_device(self, profile=None):
+    """profile: DEFAULT_PROFILE keys to override (standin_device.py)."""
     port_file = self.tmp / "device.port"
     self.device_log = open(self.tmp / "device.log", "w")
+    extra = []
+    if profile:
+      (self.tmp / "profile.json").write_text(json.dumps(profile))
+      extra = [f"--profile={self.tmp / 'profile.json'}"]
     self.device = subprocess.Popen(
         [sys.executable, os.path.join(FIXTURES, "standin_device.py"),
-         f"--sandbox={self.sandbox}", f"--port_file={port_file}"],
+         f"--sandbox={self.sandbox}", f"--port_file={port_file}", *extra],
         env=self.env, stdout=self.device_log, stderr=subprocess.STDOUT,
         start_new_session=True)  # its own group: killed with its children
     deadline = time.monotonic() + 60
@@ -362,3 +367,71 @@ def test_no_device_is_one_line(lab, models, tmp_path):
   out = lab.cli("run", "--target=adb", models["tiny_dense"])
   assert out.returncode == 1 and out.stderr.startswith(
       "error: --target adb needs --benchmark_binary")
+
+
+def _zone(celsius, status):
+  return {"thermal_zones": {"cpu-1-0-usr": celsius * 1000},
+          "thermal_status": status}
+
+
+def test_hot_device_waits_then_marks_the_cell(lab, models, tmp_path):
+  """The device is hot: the first cell waits until it cools, runs, and is
+  marked because it ended hot; before the second the device stays hot, the
+  wait times out, and that cell runs anyway, marked."""
+  lab.start_device(profile={"thermal_readings": [
+      _zone(52, 2), _zone(45, 1), {},   # cools to the profile's 38.2 C
+      _zone(43, 0),                     # after cell 1: warm again
+      _zone(50, 3)]})                   # and stays hot
+  binary = _binary(tmp_path)
+  results_dir = tmp_path / "results"
+  out = lab.cli("run", "--target=adb", f"--benchmark_binary={binary}",
+                "--threads=1", "--repeats=2", "--num_runs=3", "--min_secs=0",
+                "--benchmark_args=--warmup_min_secs=0", "--cool_below_c=40",
+                "--cool_timeout_s=2", "--cool_poll_s=0.2",
+                f"--results_dir={results_dir}", models["tiny_dense"])
+  assert out.returncode == 0, out.stdout + out.stderr
+  run, _ = _run_file(results_dir)
+  assert (run["settings"]["cool_below_c"], run["settings"]["cool_timeout_s"],
+          run["settings"]["throttled_status"]) == (40, 2, 1)
+  first, second = run["cells"]
+  assert first["status"] == second["status"] == "ok"
+
+  # What reached the device: T = a thermal read, B = a benchmark.
+  order = "".join("T" if "dumpsys thermalservice" in c else "B"
+                  for c in lab.commands()
+                  if "dumpsys thermalservice" in c or c.startswith(PREFIX))
+  assert order.startswith("TTTBT") and order.endswith("B" + "T")
+  waits_second = order[len("TTTBT"):-2]
+  assert len(waits_second) == second["thermal"]["reads"] >= 3
+  assert set(waits_second) == {"T"}
+
+  t = first["thermal"]
+  assert (t["before_wait"]["max_c"], t["before_wait"]["status"]) == (52, 2)
+  assert (t["before"]["max_c"], t["before"]["status"]) == (38.2, 0)
+  assert t["reads"] == 3 and t["wait_timed_out"] is False
+  assert 0.4 <= t["waited_s"] < 10  # two polls of 0.2 s, plus the reads
+  assert t["hot_before"] == []
+  assert (t["after"]["max_c"], t["hot_after"]) == (43, ["43 C >= 40 C"])
+  assert first["throttled"] is True
+
+  t = second["thermal"]
+  assert t["wait_timed_out"] is True and 2 <= t["waited_s"] < 10
+  assert t["before_wait"]["max_c"] == t["before"]["max_c"] == 50
+  assert t["hot_before"] == t["hot_after"] == ["thermal status 3 (severe)",
+                                               "50 C >= 40 C"]
+  assert second["throttled"] is True
+  assert second["timings_us"]["count"] == 3  # measured all the same
+
+  assert ("[1/2] device hot (thermal status 2 (moderate); 52 C >= 40 C): "
+          "waiting up to 2 s for it to cool") in out.stdout
+  assert f"[1/2] cooled in {first['thermal']['waited_s']:g} s: hottest " \
+      "zone 38.2 C, thermal status 0" in out.stdout
+  assert "[2/2] still hot after " in out.stdout
+  assert "measuring anyway, the cell is marked throttled" in out.stdout
+  assert "| 2/2 | ok |" in out.stdout
+  assert "! 2 of 2 cells ran hot or throttled" in out.stdout
+  # The report of the saved run says the same.
+  again = lab.cli("report", str(results_dir))
+  assert again.returncode == 0, again.stderr
+  assert "| tiny_dense.tflite | benchmark_model | xnnpack | 1 |" in \
+      again.stdout and "| 2/2 | ok |" in again.stdout
