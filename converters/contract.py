@@ -3,9 +3,11 @@
 Apps (the Task Library, our QA demo) look tensors up by name: int32 [1, L]
 inputs `ids`, `mask`, `segment_ids`; float32 outputs `start_logits` /
 `end_logits` (QA), `probability` (classifier; `score` for regression),
-`logits` (tagger) or `sequence_output` (encoder). The check reads the
-converted file back through ai_edge_litert's signature runner, so it sees
-what an app will see, and refuses ops an app's runtime will not have.
+`logits` (tagger), `intent_probability` [1, intents] and `slot_logits`
+[1, L, tags] (joint intent + slot) or `sequence_output` (encoder). The
+check reads the converted file back through ai_edge_litert's signature
+runner, so it sees what an app will see, and refuses ops an app's runtime
+will not have.
 
     expected = output_shapes("span", seq_length=384)
     facts = check(tflite_bytes, expected, seq_length=384)
@@ -24,6 +26,7 @@ HEAD_OUTPUTS = {
     "classifier": ("probability",),
     "regression": ("score",),
     "tagger": ("logits",),
+    "intent_slot": ("intent_probability", "slot_logits"),
     "encoder": ("sequence_output",),
 }
 SIGNATURE_KEY = "serving_default"

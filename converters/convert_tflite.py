@@ -47,7 +47,8 @@ flags.DEFINE_integer("max_seq_length", None, "L of the [1, L] inputs "
 flags.DEFINE_string("vocab_file", None, "WordPiece vocab.txt (default: "
                     "task.json's, else data/vocab/uncased_vocab.txt).")
 flags.DEFINE_string("task", None, "Task for the metric (default: "
-                    "task.json's): a GLUE name, spam, squad or tagging.")
+                    "task.json's): a GLUE name, spam, squad, tagging or "
+                    "intent_slot.")
 flags.DEFINE_string("data_dir", None, "The task's files; without it no "
                     "metric is measured.")
 flags.DEFINE_string("eval_split", "dev", "Split the metric is measured on.")
@@ -222,7 +223,7 @@ class Reference:
   inputs: dict  # contract inputs [N, L] of real examples
   outputs: dict  # the Keras model's contract outputs on `inputs`
   metrics: dict | None  # the Keras model's task metrics
-  labels: list | None  # a classifier's class names
+  labels: list | dict | None  # class names (metadata.attach's labels)
   substitution: dict | None = None  # what --substitute did and cost
   nonorm_folding: dict | None = None  # what --fold_nonorm did
 
@@ -261,6 +262,8 @@ def load_reference(p):
     spec = getattr(task, "spec", None)
     labels = list(spec.labels) if spec and spec.labels else [
         str(i) for i in range(outputs["probability"].shape[-1])]
+  if "intent_probability" in outputs and task is not None:
+    labels = {"intent_probability": task.intents, "slot_logits": task.tags}
   return Reference(src, task, calibration, inputs, outputs, metrics, labels)
 
 

@@ -25,13 +25,19 @@ def contract_outputs(head, outputs):
   """Our model's output dict -> the contract's outputs for `head`.
 
   The classifier exports probabilities (softmax over the logits), as the
-  Task Library's BertNLClassifier reads them.
+  Task Library's BertNLClassifier reads them; the joint model's intent
+  likewise, its slots stay logits as the tagger's do (argmax is all an app
+  needs per token).
   """
   kind = output_kind(head, outputs)
   if kind == "classifier":
     return {"probability": tf.nn.softmax(outputs["logits"], axis=-1)}
   if kind == "regression":
     return {"score": outputs["logits"]}
+  if kind == "intent_slot":
+    return {"intent_probability": tf.nn.softmax(outputs["intent_logits"],
+                                                axis=-1),
+            "slot_logits": outputs["slot_logits"]}
   source = {"span": ("start_logits", "end_logits"), "tagger": ("logits",),
             "encoder": ("sequence_output",)}[kind]
   return dict(zip(HEAD_OUTPUTS[kind], (outputs[k] for k in source)))
@@ -66,7 +72,7 @@ def export_saved_model(model, head, seq_length, directory):
 
   Args:
     model: callable(our feature dict, training=False) -> our output dict.
-    head: "span", "classifier", "tagger" or "encoder".
+    head: "span", "classifier", "tagger", "intent_slot" or "encoder".
     seq_length: int, L.
     directory: str, must not exist yet.
 

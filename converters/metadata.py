@@ -6,11 +6,12 @@ everything in the model file itself:
   * a `TFLITE_METADATA` buffer holding a `ModelMetadata` flatbuffer (schema
     in converters/schema/): one `TensorMetadata` per subgraph input and
     output, in the subgraph's order, named `ids` / `mask` / `segment_ids`
-    and `start_logits` / `end_logits` or `probability`;
+    and `start_logits` / `end_logits` or `probability` (the joint intent +
+    slot model: `intent_probability` / `slot_logits`, no Task Library API);
   * a `BertTokenizerOptions` input process unit naming the vocabulary;
-  * the vocabulary (and a classifier's labels) as associated files: an
-    uncompressed zip appended to the flatbuffer, so the file is a valid
-    model and a valid zip at once.
+  * the vocabulary (and a classifier's labels, or the joint model's intents
+    and slot tags) as associated files: an uncompressed zip appended to the
+    flatbuffer, so the file is a valid model and a valid zip at once.
 
     data = attach(data, head="span", vocab_file="vocab.txt")
 """
@@ -30,9 +31,14 @@ METADATA_IDENTIFIER = b"M001"
 MIN_PARSER_VERSION = "1.1.0"
 VOCAB_NAME = "vocab.txt"
 LABELS_NAME = "labels.txt"
+SLOT_LABELS_NAME = "slot_labels.txt"
+# The associated file naming each entry of a labelled output's last axis.
+LABEL_FILES = {"probability": LABELS_NAME, "intent_probability": LABELS_NAME,
+               "slot_logits": SLOT_LABELS_NAME}
 
 _MODEL_NAMES = {"span": "BertQuestionAnswerer",
-                "classifier": "BertNLClassifier"}
+                "classifier": "BertNLClassifier",
+                "intent_slot": "BertIntentSlot"}
 _DESCRIPTIONS = {
     "ids": "Tokenized ids of the input text.",
     "mask": "Mask with 1 for real tokens and 0 for padding tokens.",
@@ -43,6 +49,8 @@ _DESCRIPTIONS = {
     "probability": "Probabilities of the labels respectively.",
     "score": "Regression score.",
     "logits": "Per-token tag logits.",
+    "intent_probability": "Probabilities of the intents respectively.",
+    "slot_logits": "Per-token slot tag logits (each word's first piece).",
     "sequence_output": "Last encoder layer's output per token.",
 }
 
@@ -65,14 +73,14 @@ def _tensor(name, files=None):
 
 
 def build_metadata(head, input_order, output_order, name=None,
-                   description="", version="", has_labels=False):
+                   description="", version="", labelled=()):
   """The ModelMetadata flatbuffer (bytes, identifier M001).
 
   Args:
-    head: "span", "classifier", "tagger" or "encoder".
+    head: "span", "classifier", "tagger", "intent_slot" or "encoder".
     input_order / output_order: tensor names in the subgraph's order (the
       metadata must list them in that order).
-    has_labels: a classifier's output gets labels.txt (TENSOR_AXIS_LABELS).
+    labelled: outputs that get their LABEL_FILES file (TENSOR_AXIS_LABELS).
   """
   tokenizer = fb.BertTokenizerOptionsT()
   tokenizer.vocabFile = [_file(VOCAB_NAME, fb.AssociatedFileType.VOCABULARY,
@@ -80,13 +88,15 @@ def build_metadata(head, input_order, output_order, name=None,
   unit = fb.ProcessUnitT()
   unit.optionsType = fb.ProcessUnitOptions.BertTokenizerOptions
   unit.options = tokenizer
-  labels = [_file(LABELS_NAME, fb.AssociatedFileType.TENSOR_AXIS_LABELS,
+
+  def labels(output):
+    return [_file(LABEL_FILES[output],
+                  fb.AssociatedFileType.TENSOR_AXIS_LABELS,
                   "Class labels, one per line, in output order.")]
   graph = fb.SubGraphMetadataT()
   graph.inputTensorMetadata = [_tensor(n) for n in input_order]
   graph.outputTensorMetadata = [
-      _tensor(n, labels if has_labels and n == "probability" else None)
-      for n in output_order]
+      _tensor(n, labels(n) if n in labelled else None) for n in output_order]
   graph.inputProcessUnits = [unit]
   model = fb.ModelMetadataT()
   model.name = name or _MODEL_NAMES.get(head, "BertEncoder")
@@ -119,14 +129,23 @@ def attach(data, head, vocab_file, labels=None, description="",
     data: bytes of a converted model whose tensors carry the contract names.
     head: the head kind.
     vocab_file: path of the WordPiece vocab.txt the model was trained with.
-    labels: class names in output order (classifiers), or None.
+    labels: a classifier's class names in output order, or {output name:
+      names} for models with several labelled outputs (intent_slot's
+      intent_probability and slot_logits), or None.
   """
+  if labels is not None and not isinstance(labels, dict):
+    labels = {"probability": labels}
+  labels = labels or {}
+  unknown = set(labels) - set(LABEL_FILES)
+  if unknown:
+    raise ValueError(f"labels for {sorted(unknown)}: only "
+                     f"{sorted(LABEL_FILES)} carry label files")
   inputs, outputs = tflite_file.io_tensor_names(data)
   payload = build_metadata(head, inputs, outputs, description=description,
-                           version=version, has_labels=labels is not None)
+                           version=version, labelled=set(labels))
   with open(vocab_file, "rb") as f:
     files = {VOCAB_NAME: f.read()}
-  if labels is not None:
-    files[LABELS_NAME] = "".join(f"{label}\n" for label in labels).encode()
+  for output, names in labels.items():
+    files[LABEL_FILES[output]] = "".join(f"{n}\n" for n in names).encode()
   model = tflite_file.rewrite(data, metadata={METADATA_NAME: payload})
   return _append_zip(model, files)

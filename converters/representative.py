@@ -7,6 +7,9 @@ give ranges that real text never reaches). Accepted files, plain or gzip:
   * SQuAD JSON (`.json`, or anything starting with `{`): question + context
     windows, as QA features are built;
   * a GLUE-layout `.tsv` of the task being converted (header and all);
+  * CoNLL (`.conll`): one word and its tag per line, `# label = ...` intents
+    allowed (tagging, intent_slot); each sentence's words, as tagging
+    features are built;
   * anything else is text: one example per non-blank line, a tab separating
     segment A from segment B (e.g. `question<TAB>passage`). Blank lines are
     skipped, so the pre-training corpora work as they are.
@@ -53,14 +56,31 @@ def _is_tsv(path):
   return str(path).lower().endswith((".tsv", ".tsv.gz"))
 
 
+def _is_conll(path):
+  return str(path).lower().endswith((".conll", ".conll.gz"))
+
+
+def _conll_sentences(path):
+  from tfmodels.data import tagging  # no TensorFlow in it
+  try:
+    sentences = tagging.read_conll(path)
+  except ValueError as e:  # names file and line
+    raise RepresentativeDataError(str(e)) from None
+  if not sentences:
+    raise RepresentativeDataError(f"{path}: no sentences")
+  return sentences
+
+
 def check_file(path):
   """Checks before any model is loaded: readable, UTF-8, not empty, and a
-  SQuAD file or text lines that parse (a .tsv is checked when read, its
-  reader needs TensorFlow)."""
+  SQuAD or CoNLL file, or text lines that parse (a .tsv is checked when
+  read, its reader needs TensorFlow)."""
   first = _sniff(path)
   if first == "":
     raise RepresentativeDataError(f"{path}: no examples (the file is empty)")
-  if _is_json(path, first):
+  if _is_conll(path):
+    _conll_sentences(path)
+  elif _is_json(path, first):
     _squad_examples(path)
   elif not _is_tsv(path) and not _text_rows(path):
     raise RepresentativeDataError(f"{path}: no examples (only blank lines)")
@@ -112,9 +132,14 @@ def read_features(path, tokenizer, seq_length, task_name=None):
   """
   from tfmodels.data import glue
   from tfmodels.data import squad
+  from tfmodels.data import tagging
   first = _sniff(path)
   try:
-    if _is_json(path, first):
+    if _is_conll(path):
+      sentences = _conll_sentences(path)
+      features = tagging.convert_sentences(
+          sentences, tokenizer, seq_length, tagging.tag_vocabulary(sentences))
+    elif _is_json(path, first):
       features, _ = squad.build_features(
           _squad_examples(path), tokenizer, seq_length,
           doc_stride=max(1, seq_length // 2),

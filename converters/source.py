@@ -2,8 +2,9 @@
 
 Both become a `Source`: a callable that takes our feature dict (`input_ids`,
 `input_mask`, `segment_ids`) and returns our output dict (`start_logits`,
-`logits`, `sequence_output`, ...), the head kind, and what the model card and
-the defaults need (config, checkpoint, the finetune run's task.json).
+`logits`, `intent_logits`, `sequence_output`, ...), the head kind, and what
+the model card and the defaults need (config, checkpoint, the finetune
+run's task.json).
 
     source = load_source(model_dir="runs/squad")      # or saved_model=DIR
     source.head, source.model(features)["start_logits"]
@@ -32,7 +33,8 @@ class Source:
 
   Attributes:
     model: callable(features dict, training=False) -> dict of outputs.
-    head: "span", "classifier", "tagger" or "encoder" (a pretrainer's encoder).
+    head: "span", "classifier", "tagger", "intent_slot" or "encoder" (a
+      pretrainer's encoder).
     path: the checkpoint prefix or SavedModel directory it came from.
     config: tfmodels ModelConfig, or None for a SavedModel.
     task: the finetune run's task.json ({} if none).
@@ -143,12 +145,15 @@ def _head_of_outputs(outputs, where):
   """Head kind from the signature's output specs."""
   if {"start_logits", "end_logits"} <= set(outputs):
     return "span"
+  if {"intent_logits", "slot_logits"} <= set(outputs):
+    return "intent_slot"
   if "logits" in outputs:
     return "classifier" if outputs["logits"].shape.rank == 2 else "tagger"
   if "sequence_output" in outputs:
     return "encoder"
   raise SourceError(f"{where}: serving outputs {sorted(outputs)} have none of "
-                    "start_logits/end_logits, logits, sequence_output")
+                    "start_logits/end_logits, intent_logits/slot_logits, "
+                    "logits, sequence_output")
 
 
 def load_saved_model_source(directory):

@@ -139,7 +139,10 @@ def test_intent_slot_metrics_by_hand():
   out = metrics.intent_slot_metrics(
       intent_labels=[0, 1, 2], intent_predictions=[0, 1, 1],
       slot_label_ids=[[-1, 3, 4], [-1, 3, -1], [-1, 0, -1]],
-      slot_predictions=[[0, 3, 4], [0, 2, 0], [0, 0, 0]])
-  # Intents: 2/3. Slots: 3 of 4 labelled right. Frames: only sentence 0.
-  assert out == pytest.approx({"intent_accuracy": 2 / 3, "slot_accuracy": 0.75,
-                               "frame_accuracy": 1 / 3})
+      slot_predictions=[[0, 3, 4], [0, 2, 0], [0, 0, 0]],
+      tags=["O", "B-a", "I-a", "B-b", "I-b"])
+  # Intents: 2/3. Slots: 3 of 4 labelled right. Exact: only sentence 0.
+  # Chunks: b(0,2) right; b(0,1) predicted as a(0,1): P = R = F1 = 1/2.
+  assert out == pytest.approx({"intent_accuracy": 2 / 3, "slot_f1": 0.5,
+                               "sentence_exact_match": 1 / 3,
+                               "slot_accuracy": 0.75})

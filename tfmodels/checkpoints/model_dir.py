@@ -5,7 +5,8 @@
     DIR/ckpt-1.*         tf.train.Checkpoint(model=...)
     DIR/saved_model/     serving signature: int32 input_ids, input_mask,
                          segment_ids [B, T] -> sequence_output, pooled_output
-                         (+ logits, or start_logits / end_logits)
+                         (+ logits, start_logits / end_logits, or
+                         intent_logits / slot_logits)
 
 Written into a staging directory and renamed, so a failed conversion leaves
 nothing behind.
@@ -20,25 +21,38 @@ import tf_keras as keras
 
 from tfmodels.configs import ModelConfig
 from tfmodels.encoders import INPUT_NAMES, build_encoder
-from tfmodels.models import (build_classifier, build_pretrainer,
-                             build_span_model, build_tagger)
+from tfmodels.models import (build_classifier, build_intent_slot_model,
+                             build_pretrainer, build_span_model, build_tagger)
 from tfmodels.staging import staged_directory, write_file
 
-HEAD_KINDS = ("encoder", "pretrainer", "classifier", "span", "tagger")
+HEAD_KINDS = ("encoder", "pretrainer", "classifier", "span", "tagger",
+              "intent_slot")
 CHECKPOINT_PREFIX = "ckpt"
 
 
 @dataclasses.dataclass(frozen=True)
 class Head:
   """What sits on the encoder: nothing, MLM + NSP/SOP, a classifier, QA,
-  a token tagger."""
+  a token tagger, joint intent + slot tagging."""
   kind: str = "encoder"
-  num_classes: int = 0  # classifier and tagger
+  num_classes: int = 0  # classifier and tagger; intent_slot: the intents
   sentence_objective: str = "nsp"  # pretrainer only
+  num_slots: int = 0  # intent_slot only: the slot tags
 
   def __post_init__(self):
     if self.kind not in HEAD_KINDS:
       raise ValueError(f"head kind {self.kind!r} is not one of {HEAD_KINDS}")
+    if (self.kind == "intent_slot") != (self.num_slots > 0):
+      raise ValueError(f"num_slots {self.num_slots}: an intent_slot head "
+                       "needs slot tags, no other head has them")
+
+  def to_dict(self):
+    """head.json's fields; num_slots only where it means something, so the
+    other heads' files read as before it existed."""
+    fields = dataclasses.asdict(self)
+    if self.kind != "intent_slot":
+      del fields["num_slots"]
+    return fields
 
 
 def build_model(config: ModelConfig, head: Head, encoder=None):
@@ -55,6 +69,9 @@ def build_model(config: ModelConfig, head: Head, encoder=None):
     return build_span_model(config, encoder)
   if head.kind == "tagger":
     return build_tagger(config, head.num_classes, encoder)
+  if head.kind == "intent_slot":
+    return build_intent_slot_model(config, head.num_classes, head.num_slots,
+                                   encoder)
   return encoder or build_encoder(config)
 
 
@@ -81,7 +98,7 @@ class _Serving(tf.Module):
       features["masked_lm_positions"] = tf.zeros_like(input_ids[:, :1])
     out = self.model(features, training=False)
     keep = ["sequence_output", "pooled_output", "logits", "start_logits",
-            "end_logits"]
+            "end_logits", "intent_logits", "slot_logits"]
     return {k: out[k] for k in keep if k in out}
 
 
@@ -89,7 +106,7 @@ def write_description(directory, config, head):
   """config.json + head.json: what `load_model_dir` needs to rebuild."""
   write_file(os.path.join(directory, "config.json"), config.to_json() + "\n")
   write_file(os.path.join(directory, "head.json"),
-             json.dumps(dataclasses.asdict(head), indent=2))
+             json.dumps(head.to_dict(), indent=2))
 
 
 def save_model_dir(model, config, head, output_dir, overwrite=False):

@@ -7,8 +7,9 @@
 
 For a `finetune` run it reads the task, sequence length and vocabulary
 recorded in task.json and prints the task's metrics (GLUE metrics, SQuAD
-EM/F1, tagging token accuracy); with --pretraining_data (shards made from
-held-out text) it prints masked-LM accuracy / loss and NSP / SOP accuracy of
+EM/F1, tagging token accuracy; intent_slot: intent accuracy, slot F1,
+sentence exact match, slot token accuracy); with --pretraining_data (shards
+made from held-out text) it prints masked-LM accuracy / loss and NSP / SOP accuracy of
 a `pretrain` or `distill` run. Output is JSON.
 """
 

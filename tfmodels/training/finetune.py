@@ -5,8 +5,12 @@
         --train_steps 500 --batch_size 32 --learning_rate 5e-5
 
 --task is a GLUE task name (cola, sst-2, mrpc, sts-b, qqp, mnli, qnli, rte,
-wnli) or `spam`, `squad` (SQuAD v1.1/v2.0 JSON, e.g. data/wordnet_qa) or
-`tagging` (CoNLL). --init_dir is a `pretrain` / `distill` run or a converted
+wnli) or `spam`, `squad` (SQuAD v1.1/v2.0 JSON, e.g. data/wordnet_qa),
+`tagging` (CoNLL) or `intent_slot` (joint intent + slot tagging, the
+mixed-vocabulary paper's SNIPS task: CoNLL with a `# label = <intent>` line
+before each sentence, e.g. data/brown_pos with genre as the intent and POS
+tags as slots; dev metrics intent accuracy, slot F1, sentence exact match).
+--init_dir is a `pretrain` / `distill` run or a converted
 checkpoint; its encoder weights start the task model. The run checkpoints
 and resumes like `pretrain`, and writes dev metrics to eval_results.json.
 """
@@ -23,7 +27,9 @@ from tfmodels.training.run_flags import (check_run_flags,
                                          precision_from_flags)
 
 FLAGS = flags.FLAGS
-flags.DEFINE_string("task", None, "Task name (see the module docstring).")
+flags.DEFINE_string("task", None, "Task: a GLUE name (cola, sst-2, mrpc, "
+                    "sts-b, qqp, mnli, qnli, rte, wnli), spam, squad, tagging "
+                    "or intent_slot (see the module docstring).")
 flags.DEFINE_string("data_dir", None, "Directory of the task's files.")
 flags.DEFINE_string("init_dir", None, "Run or model directory to start from.")
 flags.DEFINE_string("teacher_dir", None, "Fine-tuned teacher for task-stage "

@@ -9,6 +9,10 @@ and `evaluate` need no per-task branches:
     loss, metrics = task.loss(model, batch)   # per-replica, in training
     task.evaluate(model, "dev")               # {"accuracy": ..., ...}
 
+Tasks: the GLUE names and `spam` (ClassificationTask), `squad` (SpanTask),
+`tagging` (TaggingTask) and `intent_slot` (IntentSlotTask: CoNLL with a
+`# label = ` intent per sentence, the mixed-vocabulary paper's SNIPS task).
+
 `supervised_loss` and `logit_kd` work on outputs already computed, so a
 distillation loss can run the student once for both.
 """
@@ -20,7 +24,8 @@ import tensorflow as tf
 
 from tfmodels.checkpoints.model_dir import Head
 from tfmodels.data import glue, squad, squad_metrics, tagging
-from tfmodels.data.metrics import glue_metrics, token_accuracy
+from tfmodels.data.metrics import (glue_metrics, intent_slot_metrics,
+                                   token_accuracy)
 from tfmodels.distillation.losses import soft_cross_entropy
 
 _INPUTS = ("input_ids", "input_mask", "segment_ids")
@@ -161,6 +166,9 @@ class TaggingTask:
       except ValueError:
         if split == "train":
           raise
+    self._vocabularies(sentences)
+
+  def _vocabularies(self, sentences):
     self.tags = tagging.tag_vocabulary(sentences)
 
   def _read(self, split):
@@ -178,12 +186,7 @@ class TaggingTask:
                                 batch), {}
 
   def supervised_loss(self, outputs, batch):
-    labels = tf.maximum(batch["label_ids"], 0)  # -1 marks unlabelled pieces
-    per_token = tf.nn.sparse_softmax_cross_entropy_with_logits(
-        labels, outputs["logits"])
-    weights = tf.cast(batch["label_weights"], per_token.dtype)
-    return tf.reduce_sum(per_token * weights) / tf.maximum(
-        tf.reduce_sum(weights), 1.0)
+    return _token_loss(outputs["logits"], batch)
 
   def logit_kd(self, teacher, student, batch):
     """Per real token: the teacher also has a view on unlabelled pieces."""
@@ -197,10 +200,75 @@ class TaggingTask:
         features["label_ids"], logits.argmax(-1), features["label_weights"])}
 
 
+class IntentSlotTask(TaggingTask):
+  """Joint intent + slot tagging (SNIPS; Brown with genre as the intent and
+  POS tags as slots): a `# label = <intent>` on every CoNLL sentence."""
+
+  def _vocabularies(self, sentences):
+    super()._vocabularies(sentences)
+    self.intents = tagging.label_vocabulary(sentences)
+    if not self.intents:
+      raise ValueError(f"{self.data_dir}: no '# label = <intent>' lines; "
+                       "intent_slot needs one before each sentence (plain "
+                       "tags: --task tagging)")
+
+  def head(self):
+    return Head("intent_slot", num_classes=len(self.intents),
+                num_slots=len(self.tags))
+
+  def features(self, split):
+    try:
+      return tagging.convert_sentences(self._read(split), self.tokenizer,
+                                       self.max_seq_length, self.tags,
+                                       self.intents)
+    except ValueError as e:
+      raise ValueError(f"{self.data_dir} ({split}): {e}") from None
+
+  def supervised_loss(self, outputs, batch):
+    """Intent cross-entropy plus the slots' per-word one, summed (Chen et
+    al.'s joint BERT, the paper's baseline)."""
+    intent = tf.reduce_mean(tf.nn.sparse_softmax_cross_entropy_with_logits(
+        batch["sentence_label_ids"], outputs["intent_logits"]))
+    return intent + _token_loss(outputs["slot_logits"], batch)
+
+  def logit_kd(self, teacher, student, batch):
+    return (soft_cross_entropy(teacher["intent_logits"],
+                               student["intent_logits"]) +
+            soft_cross_entropy(teacher["slot_logits"], student["slot_logits"],
+                               batch["input_mask"]))
+
+  def evaluate(self, model, split):
+    features = self.features(split)
+    out = _predict(model, features, ["intent_logits", "slot_logits"])
+    return intent_slot_metrics(
+        features["sentence_label_ids"], out["intent_logits"].argmax(-1),
+        features["label_ids"], out["slot_logits"].argmax(-1), self.tags)
+
+
+def _token_loss(logits, batch):
+  """Cross-entropy over the tagged positions (each word's first piece)."""
+  labels = tf.maximum(batch["label_ids"], 0)  # -1 marks unlabelled pieces
+  per_token = tf.nn.sparse_softmax_cross_entropy_with_logits(labels, logits)
+  weights = tf.cast(batch["label_weights"], per_token.dtype)
+  return tf.reduce_sum(per_token * weights) / tf.maximum(
+      tf.reduce_sum(weights), 1.0)
+
+
+_OWN_TASKS = {"squad": SpanTask, "tagging": TaggingTask,
+              "intent_slot": IntentSlotTask}
+
+
+def task_names():
+  """Every name make_task accepts."""
+  return [*glue.TASKS, *_OWN_TASKS]
+
+
 def make_task(name, data_dir, tokenizer, max_seq_length):
-  """`squad` for SQuAD-format data, `tagging` for CoNLL, else a GLUE task."""
-  if name == "squad":
-    return SpanTask(name, data_dir, tokenizer, max_seq_length)
-  if name == "tagging":
-    return TaggingTask(name, data_dir, tokenizer, max_seq_length)
+  """`squad` for SQuAD-format data, `tagging` / `intent_slot` for CoNLL,
+  else a GLUE task (or spam)."""
+  if name in _OWN_TASKS:
+    return _OWN_TASKS[name](name, data_dir, tokenizer, max_seq_length)
+  if name.lower() not in glue.TASKS:
+    raise ValueError(f"--task {name}: unknown; tasks are "
+                     f"{', '.join(task_names())}")
   return ClassificationTask(name, data_dir, tokenizer, max_seq_length)
