@@ -84,3 +84,80 @@ def test_output_files_take_files_written_by_path_and_subdirectories(tmp_path):
   assert (out_dir / "spam" / "train.tsv").read_text().startswith("written")
   assert (out_dir / "keep.txt").read_text() == "mine"
   assert sorted(os.listdir(tmp_path)) == ["data"]
+
+
+def test_outputs_honour_the_umask(tmp_path):
+  old = os.umask(0o022)
+  try:
+    staging.write_file(str(tmp_path / "f.txt"), "x")
+    with staging.staged_directory(str(tmp_path / "d")) as d:
+      open(os.path.join(d, "a"), "w").close()
+  finally:
+    os.umask(old)
+  assert (tmp_path / "f.txt").stat().st_mode & 0o777 == 0o644
+  assert (tmp_path / "d").stat().st_mode & 0o777 == 0o755
+
+
+def test_a_later_writer_clears_staging_its_killed_predecessor_left(tmp_path):
+  import subprocess
+  dead = subprocess.Popen(["true"])
+  dead.wait()  # a pid that no longer runs
+  stale_dir = tmp_path / f".staging-out-{dead.pid}-abc_12"
+  stale_dir.mkdir()
+  stale_file = tmp_path / f".staging-r.md-{dead.pid}-x1.md"
+  stale_file.write_text("half")
+  alive = tmp_path / f".staging-out-{os.getppid()}-zz"  # a live writer's
+  alive.mkdir()
+  other = tmp_path / f".staging-out-x-{dead.pid}-q"  # another output's
+  other.mkdir()
+  with staging.staged_directory(str(tmp_path / "out")):
+    pass
+  staging.write_file(str(tmp_path / "r.md"), "whole")
+  assert not stale_dir.exists() and not stale_file.exists()
+  assert alive.exists() and other.exists()
+
+
+def test_a_second_writer_is_refused_while_the_first_holds_the_lock(
+    tmp_path):
+  import subprocess
+  import sys
+  import time
+  out = tmp_path / "run"
+  holder = subprocess.Popen(
+      [sys.executable, "-c",
+       "import sys, time\nfrom tfmodels import staging\n"
+       f"with staging.output_lock({str(out)!r}):\n"
+       "  print('held', flush=True); time.sleep(30)"],
+      stdout=subprocess.PIPE, text=True)
+  try:
+    assert holder.stdout.readline().strip() == "held"
+    with pytest.raises(staging.OutputError,
+                       match=rf"^--model_dir {out}: another process "
+                             rf"\(pid {holder.pid}\) is writing it"):
+      with staging.output_lock(str(out), flag="--model_dir"):
+        pass
+  finally:
+    holder.kill()  # kill -9: the kernel drops its lock
+    holder.wait()
+  time.sleep(0.1)
+  with staging.output_lock(str(out)):
+    assert (tmp_path / ".run.lock").exists()
+  assert not (tmp_path / ".run.lock").exists()
+
+
+def test_check_writable_names_the_flag_before_any_work(tmp_path):
+  (tmp_path / "file").write_text("")
+  with pytest.raises(staging.OutputError, match="is not a directory"):
+    staging.check_writable(str(tmp_path / "file" / "x"), "--output")
+  staging.check_writable(str(tmp_path / "new" / "deeper"))
+  locked = tmp_path / "ro"
+  locked.mkdir()
+  locked.chmod(0o555)
+  try:
+    if os.access(locked, os.W_OK):
+      pytest.skip("root writes anywhere: the read-only case needs a user")
+    with pytest.raises(staging.OutputError,
+                       match=r"^--output_dir .*ro/x: cannot write there"):
+      staging.check_writable(str(locked / "x"))
+  finally:
+    locked.chmod(0o755)

@@ -18,7 +18,11 @@ is removed. Three shapes:
 """
 
 import contextlib
+import errno
+import fcntl
+import glob
 import os
+import re
 import shutil
 import tempfile
 
@@ -27,14 +31,122 @@ class OutputError(ValueError):
   """The output path cannot take the files; the message names it."""
 
 
+def _umask():
+  mask = os.umask(0)
+  os.umask(mask)
+  return mask
+
+
+def _honour_umask(path, directory):
+  """mkdtemp / mkstemp make 0700 / 0600; outputs get what the user's umask
+  gives any new file or directory."""
+  os.chmod(path, (0o777 if directory else 0o666) & ~_umask())
+
+
+def _alive(pid):
+  try:
+    os.kill(pid, 0)
+  except ProcessLookupError:
+    return False
+  except PermissionError:  # someone else's live process
+    return True
+  return True
+
+
+def _staging_prefix(name):
+  """Staging names carry the destination and the writer's pid, so a later
+  writer of the same destination can clear what a killed one left."""
+  return f".staging-{name}-{os.getpid()}-"
+
+
+def _clear_stale(directory, name):
+  """Removes staging left beside `name` by writers that no longer run."""
+  ours = re.compile(rf"\.staging-{re.escape(name)}-(\d+)-[a-z0-9_]+"
+                    rf"({re.escape(os.path.splitext(name)[1])})?")
+  for stale in glob.glob(os.path.join(glob.escape(directory),
+                                      f".staging-{glob.escape(name)}-*-*")):
+    match = ours.fullmatch(os.path.basename(stale))
+    if match and not _alive(int(match.group(1))):
+      if os.path.isdir(stale) and not os.path.islink(stale):
+        shutil.rmtree(stale, ignore_errors=True)
+      else:
+        with contextlib.suppress(OSError):
+          os.unlink(stale)
+
+
+def _make_staging(parent, name, flag, output):
+  _clear_stale(parent, name)
+  try:
+    return tempfile.mkdtemp(prefix=_staging_prefix(name), dir=parent)
+  except OSError as e:
+    raise OutputError(f"{flag} {output}: cannot write there "
+                      f"({e.strerror})") from None
+
+
+def check_writable(path, flag="--output_dir"):
+  """OutputError (one line naming the flag and path) unless `path` could be
+  created or replaced: called before any work, so a long run does not fail
+  at its end."""
+  path = os.path.abspath(path)
+  if os.path.isdir(path):
+    where = path
+  else:
+    where = _existing_ancestor(os.path.dirname(path))
+    if not os.path.isdir(where):
+      raise OutputError(f"{flag} {path}: {where} is not a directory")
+  if not os.access(where, os.W_OK | os.X_OK):
+    raise OutputError(f"{flag} {path}: cannot write there ({where} is not "
+                      "writable)")
+
+
+@contextlib.contextmanager
+def output_lock(path, flag="--output_dir"):
+  """One writer per output: holds an exclusive lock on `.NAME.lock` beside
+  `path` while the block runs; a second writer gets an OutputError naming
+  the first's pid. The kernel drops the lock when its process dies, so a
+  killed writer leaves nothing that blocks the next run."""
+  path = os.path.abspath(path)
+  parent, name = os.path.split(path)
+  check_writable(path, flag)
+  os.makedirs(parent, exist_ok=True)
+  lock_path = os.path.join(parent, f".{name}.lock")
+  while True:
+    fd = os.open(lock_path, os.O_RDWR | os.O_CREAT, 0o666 & ~_umask())
+    try:
+      fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError as e:
+      if e.errno not in (errno.EAGAIN, errno.EACCES):
+        raise
+      holder = os.read(fd, 32).decode(errors="replace").strip() or "?"
+      os.close(fd)
+      raise OutputError(f"{flag} {path}: another process (pid {holder}) "
+                        "is writing it; wait for it or choose another "
+                        "output") from None
+    try:  # the previous holder may have removed the file we opened
+      if os.fstat(fd).st_ino == os.stat(lock_path).st_ino:
+        break
+    except FileNotFoundError:
+      pass
+    os.close(fd)
+  try:
+    os.ftruncate(fd, 0)
+    os.write(fd, f"{os.getpid()}\n".encode())
+    yield
+  finally:
+    with contextlib.suppress(OSError):
+      os.unlink(lock_path)
+    os.close(fd)
+
+
 @contextlib.contextmanager
 def staged_directory(output_dir):
   """Yields a fresh directory that replaces output_dir on success."""
-  parent = os.path.dirname(os.path.abspath(output_dir))
+  parent, name = os.path.split(os.path.abspath(output_dir))
   os.makedirs(parent, exist_ok=True)
-  staging = tempfile.mkdtemp(prefix=".staging-", dir=parent)
+  staging = _make_staging(parent, name, "output", output_dir)
   try:
     yield staging
+    _honour_umask(staging, directory=True)
     if os.path.exists(output_dir):
       shutil.rmtree(output_dir)
     os.rename(staging, output_dir)
@@ -46,13 +158,16 @@ def staged_directory(output_dir):
 @contextlib.contextmanager
 def staged_path(path):
   """Yields a temporary path beside `path`; renamed onto it on success."""
-  directory = os.path.dirname(os.path.abspath(path))
+  directory, name = os.path.split(os.path.abspath(path))
   os.makedirs(directory, exist_ok=True)
-  base, ext = os.path.splitext(os.path.basename(path))
-  fd, temp = tempfile.mkstemp(prefix=f".{base}-", suffix=ext, dir=directory)
+  _clear_stale(directory, name)
+  ext = os.path.splitext(name)[1]
+  fd, temp = tempfile.mkstemp(prefix=_staging_prefix(name), suffix=ext,
+                              dir=directory)
   os.close(fd)
   try:
     yield temp
+    _honour_umask(temp, directory=False)
     os.replace(temp, path)
   finally:
     if os.path.exists(temp):
@@ -96,11 +211,9 @@ class OutputFiles:
     parent = _existing_ancestor(output_dir)
     if not os.path.isdir(parent):
       raise OutputError(f"{flag} {output_dir}: {parent} is not a directory")
-    try:
-      self.staging = tempfile.mkdtemp(prefix=".staging-", dir=parent)
-    except OSError as e:
-      raise OutputError(f"{flag} {output_dir}: cannot write there "
-                        f"({e.strerror})") from None
+    self.staging = _make_staging(
+        parent, os.path.basename(os.path.abspath(output_dir)), flag,
+        output_dir)
 
   def refuse_existing(self, names):
     """OutputError if any of `names` exists already (without overwrite)."""
