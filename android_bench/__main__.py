@@ -12,11 +12,14 @@
 xnnpack, 4 threads, 1 repeat, 1 warm-up + 50 runs), appends one JSON per run
 to --results_dir, prints a Markdown table and writes a PNG plot beside the
 JSON. It exits 1 if any cell failed; what was measured is kept either way.
+One run at a time per device (a second is refused: the two would share the
+device directory and its cores).
 With --cool_below_c 40 each cell first waits (at most --cool_timeout_s) for
 the device to cool; cells that ran hot or throttled are marked in the JSON
 and the tables.
 """
 
+import contextlib
 import json
 import os
 import shlex
@@ -112,6 +115,7 @@ def cmd_devices(args):
   from android_bench.adb import AdbError
   if args:
     _fail(f"devices takes no arguments (got {' '.join(args)})")
+  _check_adb_flags()
   adb = _adb()
   try:
     listed = adb.devices()
@@ -156,6 +160,10 @@ def _settings():
       _fail(f"--delegates {delegate}: use {', '.join(DELEGATE_FLAGS)}")
   if FLAGS.repeats < 1 or FLAGS.num_runs < 1 or FLAGS.warmup_runs < 0:
     _fail("--repeats and --num_runs must be >= 1, --warmup_runs >= 0")
+  _check_seconds()
+  if not FLAGS.remote_dir.startswith("/"):
+    _fail(f"--remote_dir {FLAGS.remote_dir!r}: give an absolute device "
+          "directory, e.g. /data/local/tmp")
   if FLAGS.cpu_mask and FLAGS.cpu_mask != "big":
     from android_bench.device_info import parse_mask
     try:
@@ -180,6 +188,38 @@ def _settings():
       cool_timeout_s=FLAGS.cool_timeout_s, cool_poll_s=FLAGS.cool_poll_s)
 
 
+def _check_seconds():
+  """Durations: finite, not negative; a cell's --timeout above zero."""
+  for flag in ("timeout", "reconnect_wait", "min_secs", "max_secs"):
+    value = FLAGS[flag].value
+    if value is None:  # min_secs, max_secs: the tool's default
+      continue
+    if not 0 <= value < float("inf") or (flag == "timeout" and value == 0):
+      _fail(f"--{flag} {value:g}: give seconds "
+            + ("> 0" if flag == "timeout" else ">= 0"))
+  if FLAGS.min_secs is not None and FLAGS.max_secs is not None and \
+      FLAGS.max_secs < FLAGS.min_secs:
+    _fail(f"--max_secs {FLAGS.max_secs:g} is below --min_secs "
+          f"{FLAGS.min_secs:g}")
+
+
+def _check_output(path, flag):
+  """One line (and exit 1) unless `path` can become a directory of ours."""
+  from tfmodels.staging import OutputError, check_writable
+  if os.path.exists(path) and not os.path.isdir(path):
+    _fail(f"{flag} {path}: exists and is not a directory")
+  try:
+    check_writable(path, flag)
+  except OutputError as e:
+    _fail(str(e))
+
+
+def _check_adb_flags():
+  port = FLAGS.adb_server_port
+  if port is not None and not 0 < port < 65536:
+    _fail(f"--adb_server_port {port}: give a TCP port, 1..65535")
+
+
 def _check_cooling_flags():
   from android_bench.thermal import STATUS_NAMES
   limit = FLAGS.cool_below_c
@@ -199,10 +239,13 @@ def cmd_run(args):
   from android_bench import report, results
   from android_bench.adb import AdbError, choose_device
   from android_bench.model_facts import ModelError, find_models
-  from android_bench.runner import AdbTarget, HostTarget, run_matrix
+  from android_bench.runner import (AdbTarget, HostTarget, SetupError,
+                                    device_lock, run_matrix)
   if not args:
     _fail("run: give .tflite files or directories holding them")
   settings = _settings()
+  _check_adb_flags()
+  _check_output(FLAGS.results_dir, "--results_dir")
   try:
     models = find_models(args)
   except ModelError as e:
@@ -212,6 +255,7 @@ def cmd_run(args):
   binary = FLAGS.benchmark_binary
   if binary and not os.path.isfile(binary):
     _fail(f"--benchmark_binary {binary}: no such file")
+  held = contextlib.ExitStack()
   if FLAGS.target == "adb":
     if not binary:
       _fail("--target adb needs --benchmark_binary (LiteRT's benchmark_model "
@@ -219,17 +263,22 @@ def cmd_run(args):
     try:
       adb = _adb()
       adb.serial = choose_device(adb, FLAGS.serial)
+      held.enter_context(device_lock(adb.serial))
       target = AdbTarget(adb, binary, settings)
       target.facts()
-    except AdbError as e:
+    except (AdbError, SetupError) as e:
+      held.close()
       _fail(str(e))
   else:
     target = HostTarget(settings, binary)
-  try:
-    run, path = run_matrix(target, models, settings, FLAGS.results_dir,
-                           argv=sys.argv, name=FLAGS.name, binary=binary)
-  except AdbError as e:
-    _fail(str(e))
+  with held:
+    try:
+      run, path = run_matrix(target, models, settings, FLAGS.results_dir,
+                             argv=sys.argv, name=FLAGS.name, binary=binary)
+    except AdbError as e:
+      _fail(str(e))
+    except KeyboardInterrupt:
+      _fail(f"interrupted; what was measured is in {FLAGS.results_dir}")
   print()
   print(report.markdown_table([run]), end="")
   outputs = [path]
@@ -321,14 +370,16 @@ def cmd_report(args):
   paths = find_runs(args)
   if not paths:
     _fail("report: give run JSON files or a results directory")
+  if FLAGS.output:
+    if os.path.exists(FLAGS.output) and not FLAGS.overwrite:
+      _fail(f"--output {FLAGS.output} exists (pass --overwrite)")
+    _check_output(FLAGS.output, "--output")
   try:
     runs = [load_run(p) for p in paths]
   except ResultsError as e:
     _fail(str(e))
   if FLAGS.compare and len(runs) != 2:
     _fail(f"--compare needs exactly two runs, got {len(runs)}")
-  if FLAGS.output and os.path.exists(FLAGS.output) and not FLAGS.overwrite:
-    _fail(f"--output {FLAGS.output} exists (pass --overwrite)")
   text = "## Latency\n\n" + report.markdown_table(runs)
   pairs = None
   if FLAGS.compare:
@@ -354,12 +405,14 @@ def cmd_report(args):
 
 def main(argv):
   if len(argv) < 2 or argv[1] not in COMMANDS:
-    raise app.UsageError(f"give a command: {', '.join(COMMANDS)}")
+    _fail(f"give a command: {', '.join(COMMANDS)}")
   {"devices": cmd_devices, "run": cmd_run, "parse": cmd_parse,
    "report": cmd_report}[argv[1]](argv[2:])
 
 
 def run():
+  from tfmodels.sigterm import exit_on_sigterm
+  exit_on_sigterm()
   app.run(main)
 
 

@@ -75,6 +75,10 @@ class Adb:
       proc.communicate()
       raise AdbTimeout(f"`{' '.join(args[:2])}` timed out after "
                        f"{timeout:g} s") from e
+    except BaseException:  # interrupted: the client we started goes too
+      proc.kill()
+      proc.wait()
+      raise
     return proc.returncode, out.decode("utf-8", "replace")
 
   def version(self):
@@ -116,7 +120,8 @@ class Adb:
     return self.run(["shell", command], timeout)
 
   def push(self, local, remote, timeout):
-    status, out = self.run(["push", local, remote], timeout)
+    # Absolute, so a file named "-x.tflite" is never read as an option.
+    status, out = self.run(["push", os.path.abspath(local), remote], timeout)
     if status != 0:
       lines = [l for l in out.strip().splitlines() if "error" in l.lower()]
       raise AdbError(f"adb push {os.path.basename(local)} failed: "

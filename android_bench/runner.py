@@ -26,18 +26,22 @@ when the wait times out. Without it no cell waits, and the status alone
 marks throttled cells.
 """
 
+import contextlib
 import dataclasses
 import os
+import re
 import shlex
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 
 from android_bench import device_info, results, thermal
 from android_bench.adb import AdbError, AdbTimeout, DeviceGone
 from android_bench.model_facts import file_digests, input_flags, model_facts
 from android_bench.output_parser import parse_output
+from android_bench.process_lifetime import die_with_parent
 
 DELEGATE_FLAGS = {"xnnpack": ["--use_xnnpack=true"],
                   "gpu": ["--use_gpu=true"],
@@ -166,10 +170,16 @@ class HostTarget:
     argv = ([sys.executable, "-m", "android_bench.benchmark_model"]
             if runner == "litert" else [self.binary]) + args
     cores = self._cores
+
+    def start():
+      die_with_parent()
+      if cores:
+        os.sched_setaffinity(0, cores)
+
     proc = subprocess.Popen(
         argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT, start_new_session=True, env=_child_env(),
-        preexec_fn=(lambda: os.sched_setaffinity(0, cores)) if cores else None)
+        preexec_fn=start)
     try:
       out, _ = proc.communicate(timeout=self.settings.timeout_s)
     except subprocess.TimeoutExpired:
@@ -177,6 +187,10 @@ class HostTarget:
       out, _ = proc.communicate()
       return ("timeout", out.decode("utf-8", "replace"), shlex.join(argv),
               f"no result after {self.settings.timeout_s:g} s; killed")
+    except BaseException:  # interrupted: stop the benchmark we started
+      os.killpg(proc.pid, signal.SIGKILL)
+      proc.wait()
+      raise
     output = out.decode("utf-8", "replace")
     parsed = parse_output(output)
     if proc.returncode == 0 and parsed["complete"]:
@@ -186,6 +200,9 @@ class HostTarget:
 
   def ensure_alive(self):
     pass
+
+  def stop_cell(self):
+    pass  # run_cell kills its own child when interrupted
 
   def cleanup(self):
     return []
@@ -203,6 +220,7 @@ class AdbTarget:
     self.settings = settings
     self.remote_dir = settings.remote_dir.rstrip("/") or "/"
     self.pushed = []
+    self.cell_running = False
     self._facts = None
     self._mask = None
 
@@ -243,8 +261,8 @@ class AdbTarget:
       if present.get(name) in digests[name]:
         skipped.append(name)
         continue
+      self.pushed.append(name)  # first: a push cut short is removed too
       self.adb.push(path, self._remote(name), self.settings.timeout_s)
-      self.pushed.append(name)
     status, out = self.adb.shell(
         f"chmod 755 {shlex.quote(self._remote(self.binary_name))}", 30)
     if status != 0:
@@ -253,9 +271,8 @@ class AdbTarget:
 
   def _remote_digests(self, names):
     """Checksums of the files already on the device (sha256, else md5)."""
-    quoted = " ".join(shlex.quote(n) for n in names)
     status, out = self.adb.shell(
-        f"cd {shlex.quote(self.remote_dir)} && for f in {quoted}; do "
+        f"cd {shlex.quote(self.remote_dir)} && for f in {_here(names)}; do "
         f"[ -f \"$f\" ] && {{ sha256sum \"$f\" 2>/dev/null || "
         f"md5sum \"$f\"; }}; done; true", 120)
     digests = {}
@@ -282,20 +299,29 @@ class AdbTarget:
 
   def run_cell(self, model, runner, threads, delegate, facts=None):
     command = self.command(model, threads, delegate, facts)
+    self.cell_running = True  # until the shell returns (stop_cell)
     try:
       status, output = self.adb.shell(command, self.settings.timeout_s)
     except AdbTimeout:
+      self.cell_running = False
       self._kill_remote()
       self._check_device(command=command)
       return ("timeout", "", command,
               f"no result after {self.settings.timeout_s:g} s; killed "
               f"{self.binary_name} on the device")
+    self.cell_running = False
     parsed = parse_output(output)
     if status == 0 and parsed["complete"]:
       return "ok", output, command, None
     self._check_device(output, command)  # raises DeviceGone if it is gone
     return ("error", output, command,
             f"exit status {status}: {_last_error(parsed, output)}")
+
+  def stop_cell(self):
+    """An interrupted run: the benchmark may still run on the device."""
+    if self.cell_running:
+      self.cell_running = False
+      self._kill_remote()
 
   def _kill_remote(self):
     try:
@@ -327,13 +353,55 @@ class AdbTarget:
       time.sleep(1.0)
 
   def cleanup(self):
-    """Removes what this run pushed (unless --keep); returns the names."""
+    """Removes what this run pushed (unless --keep); returns the names
+    removed. The device then lists what is still there, so a file rm could
+    not remove is never reported removed (AdbError names it)."""
     if self.settings.keep or not self.pushed:
       return []
-    names = " ".join(shlex.quote(n) for n in self.pushed + [PID_FILE])
-    self.adb.shell(f"cd {shlex.quote(self.remote_dir)} && rm -f {names}", 60)
-    removed, self.pushed = self.pushed, []
+    names = _here(self.pushed + [PID_FILE])
+    status, out = self.adb.shell(
+        f"cd {shlex.quote(self.remote_dir)} && {{ rm -f {names}; "
+        f"for f in {names}; do [ -e \"$f\" ] && echo \"left $f\"; done; "
+        f"true; }}", 60)
+    left = {line[len("left ./"):] for line in out.splitlines()
+            if line.startswith("left ./")}
+    if status != 0:  # cd failed: nothing was removed
+      left = set(self.pushed)
+    removed = [n for n in self.pushed if n not in left]
+    self.pushed = [n for n in self.pushed if n in left]
+    if self.pushed:
+      said = "; ".join(l.strip() for l in out.splitlines() if l.strip())
+      raise AdbError(f"could not remove {', '.join(self.pushed)} from "
+                     f"{self.remote_dir} on the device ({said}); removed "
+                     f"{', '.join(removed) or 'nothing'}")
     return removed
+
+
+@contextlib.contextmanager
+def device_lock(serial):
+  """One run per device while the block runs: two runs would share the
+  device directory (one's clean-up removing the other's files) and each
+  other's cores. SetupError (one line, the other run's pid) if it is held
+  by another run on this host."""
+  from tfmodels.staging import OutputError, output_lock
+  name = re.sub(r"[^\w.-]", "_", serial)
+  with contextlib.ExitStack() as held:
+    try:
+      held.enter_context(output_lock(os.path.join(
+          tempfile.gettempdir(), f"android_bench-device-{name}"), "device"))
+    except OutputError as e:
+      pid = re.search(r"pid (\S+)\)", str(e))
+      raise SetupError(f"device {serial}: another android_bench run (pid "
+                       f"{pid.group(1) if pid else '?'}) is using it; wait "
+                       "for it to finish") from None
+    yield
+
+
+def _here(names):
+  """Names as ./NAME words for a device shell in their directory: a file
+  called "-x.tflite" is then never taken for an option, by any rm, chmod or
+  checksum tool, whether or not that build knows `--`."""
+  return " ".join(shlex.quote(f"./{n}") for n in names)
 
 
 def plan(model_names, runners, settings):
@@ -369,6 +437,33 @@ def run_matrix(target, model_paths, settings, results_dir, argv=(), name=None,
   path = results.save_run(run, results_dir)
   log(f"run {run['run_id']}: {len(cells)} cells on "
       f"{run['device'].get('model')} ({target.name}) -> {path}")
+  try:
+    _measure(target, model_paths, settings, run, cells, facts, results_dir,
+             log)
+  except BaseException:  # Ctrl-C, SIGTERM (SystemExit): leave the device clean
+    target.stop_cell()
+    _clean_up(target, None, log)
+    raise
+  run["finished_at"] = results.now_iso()
+  run["complete"] = True
+  return run, results.save_run(run, results_dir)
+
+
+def _clean_up(target, gone, log):
+  """Removes what the run pushed, unless the device went away."""
+  try:
+    if not gone or not gone.startswith("device lost"):
+      removed = target.cleanup()
+      if removed:
+        log(f"removed from the device: {', '.join(removed)}")
+  except AdbError as e:
+    log(f"warning: clean-up failed: {e}")
+
+
+def _measure(target, model_paths, settings, run, cells, facts, results_dir,
+             log):
+  """Prepares the target, runs every cell (saving the run after each) and
+  cleans up."""
   gone = None
   policy, blind = settings.thermal_policy(), False
   try:
@@ -422,16 +517,7 @@ def run_matrix(target, model_paths, settings, results_dir, argv=(), name=None,
         _cell_summary(cell) if cell["status"] == "ok" else
         f"{cell['status'].upper()}: {cell['error']}") + (
             " [throttled]" if cell["throttled"] else ""))
-  try:
-    if not gone or not gone.startswith("device lost"):
-      removed = target.cleanup()
-      if removed:
-        log(f"removed from the device: {', '.join(removed)}")
-  except AdbError as e:
-    log(f"warning: clean-up failed: {e}")
-  run["finished_at"] = results.now_iso()
-  run["complete"] = True
-  return run, results.save_run(run, results_dir)
+  _clean_up(target, gone, log)
 
 
 def _cell_summary(cell):

@@ -48,8 +48,9 @@ from experiments.demo_steps import (SCALES, STAGES, DemoError,
                                              Layout, build_steps, check_plan,
                                              data_dirs, expand_force,
                                              find_phone)
-from experiments.pipeline import StepError, run_steps
-from tfmodels.staging import write_file
+from experiments.pipeline import StepError, run_steps, sole_writer
+from tfmodels.sigterm import exit_on_sigterm
+from tfmodels.staging import OutputError, write_file
 
 FLAGS = flags.FLAGS
 flags.DEFINE_string("output_dir", "demo_output", "Where everything goes.")
@@ -65,23 +66,32 @@ flags.DEFINE_string("serial", None, "adb serial when several devices are "
 
 
 def main(argv):
+  """Flags first (one line each), then the run, alone in --output_dir."""
   if len(argv) > 1:
-    raise app.UsageError(f"unexpected arguments: {' '.join(argv[1:])}")
+    sys.exit(f"error: unexpected arguments: {' '.join(argv[1:])}")
   if FLAGS.jobs < 1:
-    raise app.UsageError("--jobs must be >= 1")
+    sys.exit(f"error: --jobs {FLAGS.jobs}: give 1 or more")
+  if FLAGS.benchmark_binary and not os.path.isfile(FLAGS.benchmark_binary):
+    sys.exit(f"error: --benchmark_binary {FLAGS.benchmark_binary}: no such "
+             "file")
+  try:
+    force = expand_force(FLAGS.force)
+    with sole_writer(FLAGS.output_dir):
+      run_demo(force)
+  except (DemoError, OutputError) as e:
+    sys.exit(f"error: {e}")
+  except KeyboardInterrupt:
+    sys.exit("interrupted; run the same command again to resume")
+
+
+def run_demo(force):
+  """Plans and runs the steps into --output_dir (held by this process)."""
   began = time.time()
   scale_name = "tiny" if FLAGS.tiny else "full"
   scale = SCALES[scale_name]
   layout = Layout(os.path.abspath(FLAGS.output_dir))
-  if os.path.exists(layout.out) and not os.path.isdir(layout.out):
-    raise app.UsageError(f"--output_dir {layout.out}: not a directory")
-  try:
-    force = expand_force(FLAGS.force)
-    record = check_plan(layout, scale_name, scale)
-    phone, no_phone = find_phone(FLAGS.benchmark_binary, FLAGS.serial)
-  except DemoError as e:
-    raise app.UsageError(str(e)) from None
-  os.makedirs(layout.out, exist_ok=True)
+  record = check_plan(layout, scale_name, scale)
+  phone, no_phone = find_phone(FLAGS.benchmark_binary, FLAGS.serial)
   steps = build_steps(scale, layout, phone)
   record.update(phone=phone, no_phone=no_phone,
                 task_data=data_dirs(scale, layout)[2],
@@ -99,13 +109,12 @@ def main(argv):
               log=lambda line: print(line, flush=True))
   except StepError as e:
     sys.exit(f"error: {e}")
-  except KeyboardInterrupt:
-    sys.exit("interrupted; run the same command again to resume")
   print(f"\ndemo finished in {time.time() - began:.0f} s; the report is "
         f"{layout.report}")
 
 
 def run():
+  exit_on_sigterm()
   app.run(main)
 
 

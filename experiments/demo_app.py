@@ -36,8 +36,7 @@ flags.DEFINE_string("task_library_python", None, "Python of the virtual "
                     "environment holding tflite-support (`make setup` makes "
                     ".venv-task): with it the same questions also go to the "
                     "TFLite Task Library's BertQuestionAnswerer.")
-for _name in ("model", "vocab", "qa_dir", "output_dir"):
-  flags.mark_flag_as_required(_name)
+REQUIRED = ("model", "vocab", "qa_dir", "output_dir")
 
 MODEL_NAME, VOCAB_NAME = "qa_model.tflite", "vocab.txt"
 ANSWERS = "answers.json"
@@ -127,7 +126,10 @@ def ask_task_library(python, model, questions, directory):
 
 def main(argv):
   if len(argv) > 1:
-    raise app.UsageError(f"unexpected arguments: {' '.join(argv[1:])}")
+    sys.exit(f"error: unexpected arguments: {' '.join(argv[1:])}")
+  for flag in REQUIRED:  # one line each, where absl's check prints two
+    if not FLAGS[flag].value:
+      sys.exit(f"error: --{flag} is required")
   for flag in ("model", "vocab"):
     if not os.path.isfile(FLAGS[flag].value):
       sys.exit(f"error: --{flag} {FLAGS[flag].value}: no such file")
@@ -137,6 +139,12 @@ def main(argv):
   if python and not os.access(python, os.X_OK):
     sys.exit(f"error: --task_library_python {python}: not an executable "
              "(make setup makes .venv-task/bin/python)")
+  from experiments.pipeline import check_output_dir
+  from tfmodels.staging import OutputError
+  try:
+    check_output_dir(FLAGS.output_dir)
+  except OutputError as e:
+    sys.exit(f"error: {e}")
   from tfmodels.data.squad_metrics import (exact_match_score, f1_score,
                                            normalize_answer)
   try:

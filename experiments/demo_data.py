@@ -84,9 +84,13 @@ def write_slices(directory, pretraining_documents, spam_rows, qa_questions):
 
 def main(argv):
   if len(argv) > 1:
-    raise app.UsageError(f"unexpected arguments: {' '.join(argv[1:])}")
-  if not FLAGS.output_dir:
-    sys.exit("error: --output_dir is required")
+    sys.exit(f"error: unexpected arguments: {' '.join(argv[1:])}")
+  from experiments.pipeline import check_output_dir
+  from tfmodels.staging import OutputError
+  try:
+    check_output_dir(FLAGS.output_dir)
+  except OutputError as e:
+    sys.exit(f"error: {e}")
   try:
     spam, qa = ([int(n) for n in FLAGS[name].value]
                 for name in ("spam_rows", "qa_questions"))

@@ -317,8 +317,13 @@ def check_plan(layout, scale_name, scale):
   record = {"scale": scale_name, "vocab_file": VOCAB,
             "sizes": json.loads(json.dumps(dataclasses.asdict(scale)))}
   if os.path.exists(layout.plan):
-    with open(layout.plan) as f:
-      old = json.load(f)
+    try:
+      with open(layout.plan) as f:
+        old = json.load(f)
+    except (OSError, ValueError) as e:
+      raise DemoError(f"--output_dir {layout.out}: unreadable {layout.plan} "
+                      f"({e}); delete it or use another --output_dir"
+                      ) from None
     if old.get("sizes") != record["sizes"]:
       raise DemoError(
           f"--output_dir {layout.out} holds a demo of another size "

@@ -38,8 +38,10 @@ from absl import app, flags
 from experiments.demo_results import (conversion_summary, latency_rows,
                                       read_json, read_scalars)
 from experiments.paths import REPO, VOCAB, data_sources
-from experiments.pipeline import Step, StepError, python_module, run_steps
+from experiments.pipeline import (Step, StepError, check_output_dir,
+                                  python_module, run_steps, sole_writer)
 from experiments.real_teacher import MINILM, import_step
+from tfmodels.sigterm import exit_on_sigterm
 from tfmodels.staging import OutputError, OutputFiles
 
 FLAGS = flags.FLAGS
@@ -50,7 +52,6 @@ flags.DEFINE_string("results_dir", os.path.join(REPO, "experiments",
 flags.DEFINE_enum("scale", "full", ["full", "tiny"], "Experiment size.")
 flags.DEFINE_integer("jobs", 1, "Steps run side by side (pipeline.py).")
 flags.DEFINE_list("force", [], "Step names to re-run even if done.")
-flags.mark_flag_as_required("output_dir")
 
 RESULTS_NAME = "distill_from_minilm"
 
@@ -391,42 +392,58 @@ def plot(layout, results, path):
 
 
 def main(argv):
+  """Flags first (one line each), then the run, alone in --output_dir."""
   if len(argv) > 1:
-    raise app.UsageError(f"unexpected arguments: {' '.join(argv[1:])}")
+    sys.exit(f"error: unexpected arguments: {' '.join(argv[1:])}")
+  if FLAGS.jobs < 1:
+    sys.exit(f"error: --jobs {FLAGS.jobs}: give 1 or more")
+  if not FLAGS.output_dir:
+    sys.exit("error: --output_dir is required")
   scale = SCALES[FLAGS.scale]
   layout = Layout(os.path.abspath(FLAGS.output_dir))
   try:  # both places are checked before the hour of work
-    os.makedirs(layout.out, exist_ok=True)
-    out = OutputFiles(FLAGS.results_dir, overwrite=True,
-                      flag="--results_dir")
-  except OSError as e:
-    sys.exit(f"error: --output_dir {FLAGS.output_dir}: {e.strerror}")
+    check_output_dir(FLAGS.output_dir)
+    check_output_dir(FLAGS.results_dir, "--results_dir")
+    with sole_writer(layout.out):
+      steps = build_steps(layout, scale)  # loads TensorFlow: seconds
+      unknown = sorted(set(FLAGS.force) - {s.name for s in steps})
+      if unknown:
+        sys.exit(f"error: --force {','.join(unknown)}: not a step (steps: "
+                 f"{', '.join(s.name for s in steps)})")
+      out = OutputFiles(FLAGS.results_dir, overwrite=True,
+                        flag="--results_dir")
+      try:
+        run_experiment(layout, scale, steps, out)
+      finally:
+        out.discard()  # committed already, or nothing half-written
   except OutputError as e:
     sys.exit(f"error: {e}")
+  except KeyboardInterrupt:
+    sys.exit("interrupted; run the same command again to resume")
+
+
+def run_experiment(layout, scale, steps, out):
+  """Runs the steps, then writes the results into `out` (OutputFiles)."""
   failure = None
   try:
-    run_steps(build_steps(layout, scale), force=set(FLAGS.force),
-              jobs=FLAGS.jobs)
+    run_steps(steps, force=set(FLAGS.force), jobs=FLAGS.jobs)
   except StepError as e:
     failure = f"error: {e}"  # still report what was measured
   command = " ".join(["python -m experiments.distill_from_minilm"]
                      + sys.argv[1:])
   results = collect(layout, command)
   table = markdown(results, scale, progress(layout))
-  try:
-    out.add(RESULTS_NAME + ".json", json.dumps(results, indent=1) + "\n")
-    out.add(RESULTS_NAME + ".md", f"# {RESULTS_NAME}\n\n" + table)
-    plot(layout, results, os.path.join(out.staging, RESULTS_NAME + ".png"))
-    out.commit()
-  except BaseException:
-    out.discard()
-    raise
+  out.add(RESULTS_NAME + ".json", json.dumps(results, indent=1) + "\n")
+  out.add(RESULTS_NAME + ".md", f"# {RESULTS_NAME}\n\n" + table)
+  plot(layout, results, os.path.join(out.staging, RESULTS_NAME + ".png"))
+  out.commit()
   print(table)
   if failure:
     sys.exit(failure)
 
 
 def run():
+  exit_on_sigterm()
   app.run(main)
 
 

@@ -26,19 +26,21 @@ import sys
 from absl import app, flags
 
 from experiments.paths import DATA, VOCAB
-from experiments.pipeline import Step, StepError, python_module, run_steps
+from experiments.pipeline import (Step, StepError, python_module, run_steps,
+                                  sole_writer)
 from experiments.real_teacher import MINILM, import_step
-from tfmodels.staging import write_file
+from tfmodels.sigterm import exit_on_sigterm
+from tfmodels.staging import OutputError, write_file
 
 FLAGS = flags.FLAGS
 flags.DEFINE_string("output_dir", None, "Where runs and results go.")
 flags.DEFINE_enum("scale", "small", ["small", "tiny"], "Experiment size.")
 flags.DEFINE_bool("kronecker", True, "Also the KroneckerBERT-from-MiniLM part.")
 flags.DEFINE_list("force", [], "Step names to re-run even if done.")
-for _field in ("teacher_steps", "student_steps", "kronecker_steps",
-               "finetune_steps"):
+STEP_FLAGS = ("teacher_steps", "student_steps", "kronecker_steps",
+              "finetune_steps")
+for _field in STEP_FLAGS:
   flags.DEFINE_integer(_field, None, f"Override the scale's {_field}.")
-flags.mark_flag_as_required("output_dir")
 
 STUDENTS = ("scratch", "pkt", "jkt", "akt")
 
@@ -131,7 +133,7 @@ def build_steps(out, scale, kronecker=True):
       output = os.path.join(out, "eval", f"{model}_mlm")
       steps.append(Step(f"{model}_mlm", python_module(
           "tfmodels.training.evaluate", "--model_dir", runs(model),
-          "--pretraining_data", data["heldout"], "--output",
+          "--pretraining_data", data["heldout"], "--overwrite", "--output",
           os.path.join(output, "metrics.json")), output,
           (runs(model), data["heldout"])))
     for task, task_name, data_dir in (
@@ -234,14 +236,30 @@ def markdown(rows, scale):
 
 
 def main(argv):
+  """Flags first (one line each), then the run, alone in --output_dir."""
   if len(argv) > 1:
-    raise app.UsageError(f"unexpected arguments: {' '.join(argv[1:])}")
+    sys.exit(f"error: unexpected arguments: {' '.join(argv[1:])}")
+  for flag in STEP_FLAGS:
+    if FLAGS[flag].value is not None and FLAGS[flag].value < 1:
+      sys.exit(f"error: --{flag} {FLAGS[flag].value}: give 1 or more")
   scale = dataclasses.replace(SCALES[FLAGS.scale], **{
-      f: FLAGS[f].value for f in ("teacher_steps", "student_steps",
-                                  "kronecker_steps", "finetune_steps")
-      if FLAGS[f].value is not None})
-  out = os.path.abspath(FLAGS.output_dir)
+      f: FLAGS[f].value for f in STEP_FLAGS if FLAGS[f].value is not None})
+  try:
+    with sole_writer(FLAGS.output_dir) as out:
+      run_experiment(out, scale)
+  except OutputError as e:
+    sys.exit(f"error: {e}")
+  except KeyboardInterrupt:
+    sys.exit("interrupted; run the same command again to resume")
+
+
+def run_experiment(out, scale):
+  """Runs the steps into `out`, then writes what they measured."""
   steps, models = build_steps(out, scale, FLAGS.kronecker)
+  unknown = sorted(set(FLAGS.force) - {s.name for s in steps})
+  if unknown:
+    sys.exit(f"error: --force {','.join(unknown)}: not a step (steps: "
+             f"{', '.join(s.name for s in steps)})")
   failure = None
   try:
     run_steps(steps, force=set(FLAGS.force))
@@ -258,6 +276,7 @@ def main(argv):
 
 
 def run():
+  exit_on_sigterm()
   app.run(main)
 
 

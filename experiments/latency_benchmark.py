@@ -45,13 +45,13 @@ import hashlib
 import json
 import os
 import sys
-import tempfile
 
 from absl import app, flags
 
 from experiments.latency_report import (MODES, PEER, VARIANTS, markdown,
                                          plot)
-from tfmodels.staging import write_file
+from tfmodels.sigterm import exit_on_sigterm
+from tfmodels.staging import temporary_directory, write_file
 
 FLAGS = flags.FLAGS
 flags.DEFINE_string("output_dir", None, "Where benchmark.json / .md / .png "
@@ -94,7 +94,6 @@ flags.DEFINE_bool("fold_nonorm", True, "Fold our models' NoNorms into "
 flags.DEFINE_string("peer_config", "mobilebert", "Config whose sizes the "
                     "peer MobileBERTEncoder takes.")
 flags.DEFINE_bool("overwrite", False, "Replace existing outputs.")
-flags.mark_flag_as_required("output_dir")
 
 OUTPUTS = ("benchmark.json", "benchmark.md", "benchmark.png")
 
@@ -399,27 +398,56 @@ def _threads():
   return threads
 
 
-def run_benchmark(out):
-  """Plans, converts, times and stages the outputs; returns the rows."""
+def check_flags():
+  """Every flag, before any work: (cells, threads), or BenchmarkError (one
+  line naming the flag)."""
   cells = _cells()
   threads = _threads()
   if FLAGS.seq_length < 3:
     raise BenchmarkError(f"--seq_length {FLAGS.seq_length}: at least 3")
   if FLAGS.num_runs < 1 or FLAGS.repeats < 1:
     raise BenchmarkError("--num_runs and --repeats must be >= 1")
+  if FLAGS.warmup_runs < 0:
+    raise BenchmarkError(f"--warmup_runs {FLAGS.warmup_runs}: give 0 or more")
+  if not 0 <= FLAGS.min_secs < float("inf"):
+    raise BenchmarkError(f"--min_secs {FLAGS.min_secs:g}: give seconds >= 0")
   if FLAGS.adb and not (FLAGS.benchmark_binary and
                         os.path.isfile(FLAGS.benchmark_binary)):
     raise BenchmarkError("--adb needs --benchmark_binary (LiteRT's "
                          "benchmark_model for the phone)")
+  if FLAGS.cpu_mask and FLAGS.cpu_mask != "big":
+    from android_bench.device_info import parse_mask
+    try:
+      parse_mask(FLAGS.cpu_mask)
+    except ValueError:
+      raise BenchmarkError(f"--cpu_mask {FLAGS.cpu_mask}: give a hex mask "
+                           "like f0, or big") from None
   if any(c.mode.startswith("int8") for c in cells):
-    if not os.path.exists(FLAGS.calibration_data):
-      raise BenchmarkError(f"--calibration_data {FLAGS.calibration_data}: "
-                           "no such file")
+    if FLAGS.num_calibration_samples < 1:
+      raise BenchmarkError(f"--num_calibration_samples "
+                           f"{FLAGS.num_calibration_samples}: give 1 or more")
+    for flag in ("calibration_data", "vocab_file"):
+      if not os.path.isfile(FLAGS[flag].value):
+        raise BenchmarkError(f"--{flag} {FLAGS[flag].value}: no such file")
+  return cells, threads
+
+
+WORK_PREFIX = "latency-benchmark-"
+
+
+def _own_work_dir():
+  """A temporary cache named after this process; those of benchmarks that
+  were killed (their pid gone) are removed first."""
+  return temporary_directory(WORK_PREFIX)
+
+
+def run_benchmark(out, cells, threads):
+  """Converts, times and stages the outputs; returns the rows."""
   out.refuse_existing(OUTPUTS)
   work_dir = FLAGS.work_dir
   owned = None
   if work_dir is None:
-    owned = work_dir = tempfile.mkdtemp(prefix="latency-benchmark-")
+    owned = work_dir = _own_work_dir()
   try:
     _progress("loading TensorFlow")
     import tensorflow as tf
@@ -461,23 +489,41 @@ def run_benchmark(out):
 
 
 def main(argv):
+  """Flags first (one line each), then the run, alone in --output_dir and
+  --work_dir."""
   if len(argv) > 1:
-    raise app.UsageError(f"unexpected arguments: {' '.join(argv[1:])}")
+    sys.exit(f"error: unexpected arguments: {' '.join(argv[1:])}")
   from absl import logging
   logging.set_verbosity(logging.WARNING)
-  from tfmodels.staging import OutputFiles
+  import contextlib
+  from experiments.pipeline import check_output_dir, sole_writer
+  from tfmodels.staging import OutputError, OutputFiles
   try:
-    out = OutputFiles(FLAGS.output_dir, FLAGS.overwrite)
-  except ValueError as e:
+    cells, threads = check_flags()
+    check_output_dir(FLAGS.output_dir)
+    if FLAGS.work_dir:
+      check_output_dir(FLAGS.work_dir, "--work_dir")
+  except (BenchmarkError, OutputError) as e:
     sys.exit(f"error: {e}")
-  try:
-    rows = run_benchmark(out)
-    written = out.commit()
-  except BaseException as e:
-    out.discard()
-    if not isinstance(e, (ValueError, OSError)):
-      raise
-    sys.exit(f"error: {str(e).strip().splitlines()[0]}")
+  with contextlib.ExitStack() as held:
+    try:
+      held.enter_context(sole_writer(FLAGS.output_dir))
+      if FLAGS.work_dir and (os.path.abspath(FLAGS.work_dir) !=
+                             os.path.abspath(FLAGS.output_dir)):
+        held.enter_context(sole_writer(FLAGS.work_dir, "--work_dir"))
+      out = OutputFiles(FLAGS.output_dir, FLAGS.overwrite)
+    except OutputError as e:
+      sys.exit(f"error: {e}")
+    try:
+      rows = run_benchmark(out, cells, threads)
+      written = out.commit()
+    except BaseException as e:
+      out.discard()
+      if isinstance(e, KeyboardInterrupt):
+        sys.exit("interrupted; nothing was written")
+      if not isinstance(e, (ValueError, OSError)):
+        raise
+      sys.exit(f"error: {str(e).strip().splitlines()[0]}")
   failed = [r for r in rows if r["median_ms"] is None]
   print(f"wrote {', '.join(written)}")
   if failed:
@@ -486,6 +532,7 @@ def main(argv):
 
 
 def run():
+  exit_on_sigterm()
   app.run(main)
 
 

@@ -19,8 +19,15 @@ re-runs after finishing (forced, or an input changed), so a training
 command starts over instead of resuming its finished run; after a crash
 (no marker) its output is kept, so it resumes. A step with `alone=True` (a
 latency benchmark) waits until nothing else runs and runs by itself.
+
+One run per output directory: a command holds `sole_writer(OUTPUT_DIR)`
+while it runs its steps, so a second run into the same directory is refused
+(one line naming the first's pid) instead of both writing into it. Step
+commands get SIGTERM when the runner dies, even by `kill -9`, so none keeps
+writing into a directory whose lock has gone with its runner.
 """
 
+import contextlib
 import dataclasses
 import os
 import re
@@ -31,7 +38,9 @@ import sys
 import threading
 import time
 
-from tfmodels.staging import write_file
+from android_bench.process_lifetime import die_with_parent
+from tfmodels.staging import (OutputError, check_writable, output_lock,
+                              write_file)
 
 MARKER = ".done"
 LOG = "pipeline.log"
@@ -57,6 +66,32 @@ class Step:
     if callable(self.command):
       return f"{self.command.__module__}.{self.command.__qualname__}()"
     return shlex.join(self.command)
+
+
+def check_output_dir(output_dir, flag="--output_dir"):
+  """OutputError (one line naming the flag) unless `output_dir` is, or can
+  be made, a writable directory; creates nothing."""
+  if not output_dir:
+    raise OutputError(f"{flag} is required")
+  if os.path.exists(output_dir) and not os.path.isdir(output_dir):
+    raise OutputError(f"{flag} {output_dir}: exists and is not a directory")
+  check_writable(output_dir, flag)
+
+
+@contextlib.contextmanager
+def sole_writer(output_dir, flag="--output_dir"):
+  """Holds `output_dir` (made if missing) for this process alone while the
+  block runs. OutputError (one line naming the flag) if it cannot be
+  written or another run holds it: checked before any work."""
+  check_output_dir(output_dir, flag)
+  with output_lock(output_dir, flag):
+    made = not os.path.exists(output_dir)
+    os.makedirs(output_dir, exist_ok=True)
+    try:
+      yield os.path.abspath(output_dir)
+    finally:
+      if made and not os.listdir(output_dir):  # refused before any work
+        os.rmdir(output_dir)
 
 
 def python_module(module, *args):
@@ -118,7 +153,7 @@ def run_steps(steps, force=(), log=print, jobs=1, heartbeat=20.0):
       if callable(step.command):
         step.command()
       else:
-        subprocess.run(step.command, check=True)
+        subprocess.run(step.command, check=True, preexec_fn=die_with_parent)
     except (subprocess.CalledProcessError, OSError, ValueError) as e:
       raise _failure(step, e) from e
     _finish(step, began)
@@ -140,7 +175,8 @@ class _Running:
       with open(self.log_file, "wb") as out:
         self.process = subprocess.Popen(step.command, stdout=out,
                                         stderr=subprocess.STDOUT,
-                                        stdin=subprocess.DEVNULL)
+                                        stdin=subprocess.DEVNULL,
+                                        preexec_fn=die_with_parent)
 
   def _call(self):
     try:

@@ -12,6 +12,7 @@ import hashlib
 import json
 import os
 import re
+import shutil
 import signal
 import socket
 import subprocess
@@ -267,11 +268,86 @@ def test_run_through_real_adb(lab, models, tmp_path):
       "already_on_device": ["benchmark_model", "tiny_qa.tflite"]}
   new = lab.services()[before:]
   assert new.count("sync:") == 1
-  assert new[-1].endswith(":cd /data/local/tmp && rm -f tiny_dense.tflite "
-                          ".android_bench.pid")
+  assert new[-1].endswith(":cd /data/local/tmp && { rm -f ./tiny_dense.tflite "
+                          "./.android_bench.pid; for f in ./tiny_dense.tflite "
+                          "./.android_bench.pid; do [ -e \"$f\" ] && echo "
+                          "\"left $f\"; done; true; }")
   assert not lab.device_file("tiny_dense.tflite").exists()
   assert lab.device_file("tiny_qa.tflite").exists()
   assert [c["status"] for c in second["cells"]] == ["ok", "ok"]
+
+
+def _device_listing(lab):
+  return sorted(os.listdir(lab.device_file("")))
+
+
+def test_model_named_like_an_option_is_run_and_removed(lab, models, tmp_path):
+  """`-x.tflite` reaches every device shell command as ./-x.tflite: it is
+  pushed, run and removed, and the harness reports removed only what the
+  device no longer holds."""
+  lab.start_device()
+  before = _device_listing(lab)
+  binary = _binary(tmp_path)
+  model_dir = tmp_path / "models"
+  model_dir.mkdir()
+  shutil.copy(models["tiny_dense"], model_dir / "-x.tflite")
+  common = ("--target=adb", f"--benchmark_binary={binary}", "--threads=1",
+            "--num_runs=2", "--min_secs=0",
+            "--benchmark_args=--warmup_min_secs=0")
+  out = lab.cli("run", *common, f"--results_dir={tmp_path / 'results'}",
+                str(model_dir))
+  assert out.returncode == 0, out.stdout + out.stderr
+  run, _ = _run_file(tmp_path / "results")
+  assert run["settings"]["transfer"]["pushed"] == ["benchmark_model",
+                                                    "-x.tflite"]
+  assert [c["status"] for c in run["cells"]] == ["ok"]
+  assert "removed from the device: benchmark_model, -x.tflite" in out.stdout
+  assert "warning" not in out.stdout
+  assert _device_listing(lab) == before  # nothing pushed stays behind
+
+  # A file rm cannot remove (the "benchmark" turns the model into a
+  # directory) is named as left, and never reported removed.
+  stubborn = tmp_path / "stubborn"
+  stubborn.write_text(f"#!/bin/sh\nrm -f ./-x.tflite && mkdir ./-x.tflite\n"
+                      f"exec sh {binary} \"$@\"\n")
+  out = lab.cli("run", *common[:1], f"--benchmark_binary={stubborn}",
+                *common[2:], f"--results_dir={tmp_path / 'results2'}",
+                str(model_dir))
+  assert out.returncode == 1, out.stdout + out.stderr
+  assert "removed from the device" not in out.stdout
+  [warning] = [l for l in out.stdout.splitlines() if "clean-up" in l]
+  assert warning.startswith("warning: clean-up failed: could not remove "
+                            "-x.tflite from /data/local/tmp on the device")
+  assert warning.endswith("removed stubborn")
+  assert lab.device_file("-x.tflite").is_dir()
+  assert not lab.device_file("stubborn").exists()
+
+
+def test_second_run_on_one_device_is_refused(lab, models, tmp_path):
+  """Two runs on one device would share its directory (one's clean-up
+  removing the other's files): the second is refused before it pushes."""
+  lab.start_device()
+  holder = subprocess.Popen(
+      [sys.executable, "-c", "import sys\nfrom android_bench.runner import "
+       "device_lock\nwith device_lock(sys.argv[1]):\n  print('held', "
+       "flush=True)\n  sys.stdin.read()\n", lab.serial],
+      stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, cwd=REPO,
+      env=lab.env)
+  try:
+    assert holder.stdout.readline() == "held\n"
+    out = lab.cli("run", "--target=adb",
+                  f"--benchmark_binary={_binary(tmp_path)}",
+                  f"--results_dir={tmp_path / 'results'}",
+                  models["tiny_dense"])
+    assert out.returncode == 1
+    assert out.stderr.strip().splitlines() == [
+        f"error: device {lab.serial}: another android_bench run (pid "
+        f"{holder.pid}) is using it; wait for it to finish"]
+    assert "sync:" not in lab.services()  # nothing pushed
+    assert not (tmp_path / "results").exists()
+  finally:
+    holder.stdin.close()
+    holder.wait()
 
 
 def test_device_killed_mid_run(lab, models, tmp_path):

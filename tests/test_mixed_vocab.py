@@ -107,3 +107,27 @@ def test_stage_one_and_two_commands(tmp_path):
              str(tmp_path / "stage2"), "--train_steps", "5", "--batch_size",
              "8", "--init_student_embeddings_from", str(tmp_path / "stage1"))
   assert "word embeddings from the stage-I student table" in out
+
+
+def test_the_shipped_minilm_teacher_keeps_minilm_and_adds_the_student_parts(
+    tmp_path):
+  from experiments.mixed_vocab_student import (Layout, student_vocab_size,
+                                               write_configs)
+  from tfmodels.checkpoints.teachers import load_teacher
+  from tfmodels.distillation.mixed_vocab import init_from_pretrained
+  paths = write_configs(Layout(str(tmp_path)), "snips_l6_h96")
+  teacher_config = load_config(paths["teacher"])
+  student_config = load_config(paths["student"])
+  size = student_vocab_size()
+  assert (teacher_config.mixed_vocab_size, student_config.vocab_size) == (
+      size, size)
+  assert teacher_config.mixed_vocab_embedding_size == 96
+  minilm = load_teacher("all-minilm-l6-v2")
+  model = build_pretrainer(teacher_config)
+  restored, fresh = init_from_pretrained(model, teacher_config,
+                                         minilm.encoder, minilm.config)
+  assert len(restored) == len(minilm.encoder.weights)
+  assert {n.split("/")[0] for n in fresh} == {"embeddings", "mlm", "nsp"}
+  assert [n for n in fresh if n.startswith("embeddings/")] == [
+      "embeddings/student_embedding_projection/kernel",
+      "embeddings/student_word_embeddings/embeddings"]

@@ -242,17 +242,24 @@ def test_model_without_the_contract_names_is_refused(tmp_path):
     ("--passage", "blank.txt", "error: --passage blank.txt: the passage is "
      "empty"),
     ("--question", " ", "error: --question is empty"),
+    ("--passage", "", "error: --passage is empty: give a passage file"),
+    ("--question", "", "error: --question is empty"),
+    # Only zero-width / control characters: no words for the model.
+    ("--passage", "unseen.txt", "error: --passage unseen.txt: no words in "
+     "it"),
+    ("--question", "\u200b\u0001", "error: --question: no words in it"),
     ("--model", "missing.tflite", "error: --model missing.tflite: cannot load"),
     ("--vocab", "missing_vocab.txt", "error: --vocab missing_vocab.txt"),
 ])
 def test_twin_command_refuses_bad_input(tiny, tmp_path, flag, value, message):
   (tmp_path / "p.txt").write_text("A passage.")
   (tmp_path / "blank.txt").write_text(" \n\t\n")
+  (tmp_path / "unseen.txt").write_text("\u200b\u200d\u0001\n")
   args = {"--model": tiny[0], "--vocab": VOCAB,
           "--passage": str(tmp_path / "p.txt"), "--question": "What?"}
-  in_tmp = value.startswith(("missing", "blank"))
+  in_tmp = value.startswith(("missing", "blank", "unseen"))
   args[flag] = str(tmp_path / value) if in_tmp else value
-  for name in ("missing", "blank"):
+  for name in ("missing", "blank", "unseen"):
     message = message.replace(name, str(tmp_path / name))
   result = _command("android_bench.qa_demo",
                     *[x for kv in args.items() for x in kv])

@@ -108,13 +108,15 @@ def test_a_later_writer_clears_staging_its_killed_predecessor_left(tmp_path):
   stale_file.write_text("half")
   alive = tmp_path / f".staging-out-{os.getppid()}-zz"  # a live writer's
   alive.mkdir()
-  other = tmp_path / f".staging-out-x-{dead.pid}-q"  # another output's
-  other.mkdir()
+  mine = tmp_path / ".staging-notes"  # not a staging name: the user's
+  mine.mkdir()
   with staging.staged_directory(str(tmp_path / "out")):
     pass
-  staging.write_file(str(tmp_path / "r.md"), "whole")
   assert not stale_dir.exists() and not stale_file.exists()
-  assert alive.exists() and other.exists()
+  assert alive.exists() and mine.exists()
+  stale_dir.mkdir()
+  staging.write_file(str(tmp_path / "r.md"), "whole")  # any writer clears
+  assert not stale_dir.exists() and alive.exists()
 
 
 def test_a_second_writer_is_refused_while_the_first_holds_the_lock(

@@ -11,6 +11,8 @@ import sys
 
 from absl import app, flags
 
+from tfmodels.sigterm import exit_on_sigterm
+from tfmodels.staging import OutputError, check_writable
 from tfmodels.vocab_learning import learn_vocabulary, overlap, write_vocab
 
 FLAGS = flags.FLAGS
@@ -35,6 +37,14 @@ def main(argv):
       sys.exit(f"error: --corpus {path}: no such file")
   if os.path.exists(FLAGS.output) and not FLAGS.overwrite:
     sys.exit(f"error: --output {FLAGS.output} exists (pass --overwrite)")
+  if os.path.isdir(FLAGS.output):
+    sys.exit(f"error: --output {FLAGS.output} is a directory")
+  try:  # learning takes minutes: find out now that it could be written
+    check_writable(FLAGS.output, "--output")
+  except OutputError as e:
+    sys.exit(f"error: {e}")
+  if FLAGS.max_lines is not None and FLAGS.max_lines < 1:
+    sys.exit("error: --max_lines must be >= 1")
   teacher = None
   if FLAGS.teacher_vocab:
     from tfmodels.tokenization import VocabError, load_vocab
@@ -44,14 +54,16 @@ def main(argv):
       sys.exit(f"error: --teacher_vocab {e}")
   print(f"Learning a {FLAGS.vocab_size}-piece vocabulary from "
         f"{', '.join(FLAGS.corpus)}...", flush=True)
-  if FLAGS.max_lines is not None and FLAGS.max_lines < 1:
-    sys.exit("error: --max_lines must be >= 1")
   try:
     vocab = learn_vocabulary(FLAGS.corpus, FLAGS.vocab_size,
                              FLAGS.do_lower_case, FLAGS.max_lines)
   except ValueError as e:  # names the file or the flag's value
     sys.exit(f"error: {e}")
-  write_vocab(vocab, FLAGS.output)
+  try:
+    write_vocab(vocab, FLAGS.output)
+  except OSError as e:  # e.g. the disk filled up while learning
+    sys.exit(f"error: --output {FLAGS.output}: cannot write it "
+             f"({e.strerror})")
   print(f"Wrote {len(vocab)} pieces to {FLAGS.output}")
   if teacher:
     print(f"Teacher vocabulary ({len(teacher)} pieces) holds "
@@ -60,6 +72,7 @@ def main(argv):
 
 
 def run():
+  exit_on_sigterm()
   app.run(main)
 
 

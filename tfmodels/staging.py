@@ -20,7 +20,6 @@ is removed. Three shapes:
 import contextlib
 import errno
 import fcntl
-import glob
 import os
 import re
 import shutil
@@ -43,39 +42,62 @@ def _honour_umask(path, directory):
   os.chmod(path, (0o777 if directory else 0o666) & ~_umask())
 
 
-def _alive(pid):
+def process_running(pid):
+  """Whether process `pid` exists (someone else's counts): a temporary named
+  with a pid that is gone was left by a killed writer."""
   try:
     os.kill(pid, 0)
   except ProcessLookupError:
     return False
-  except PermissionError:  # someone else's live process
+  except PermissionError:
     return True
   return True
 
 
 def _staging_prefix(name):
   """Staging names carry the destination and the writer's pid, so a later
-  writer of the same destination can clear what a killed one left."""
+  writer in the same directory can clear what a killed one left."""
   return f".staging-{name}-{os.getpid()}-"
 
 
-def _clear_stale(directory, name):
-  """Removes staging left beside `name` by writers that no longer run."""
-  ours = re.compile(rf"\.staging-{re.escape(name)}-(\d+)-[a-z0-9_]+"
-                    rf"({re.escape(os.path.splitext(name)[1])})?")
-  for stale in glob.glob(os.path.join(glob.escape(directory),
-                                      f".staging-{glob.escape(name)}-*-*")):
-    match = ours.fullmatch(os.path.basename(stale))
-    if match and not _alive(int(match.group(1))):
-      if os.path.isdir(stale) and not os.path.islink(stale):
-        shutil.rmtree(stale, ignore_errors=True)
-      else:
-        with contextlib.suppress(OSError):
-          os.unlink(stale)
+# A staging name: destination, writer's pid, mkdtemp's random part (no "-"),
+# and for a file its extension.
+_STAGING = re.compile(r"\.staging-.+-(\d+)-[a-z0-9_]+(\.[^-]*)?")
+
+
+def clear_stale_staging(directory):
+  """Removes the staging that writers killed mid-write (their pid gone)
+  left in `directory`; every staged writer calls it first."""
+  try:
+    names = os.listdir(directory)
+  except OSError:
+    return
+  for name in names:
+    match = _STAGING.fullmatch(name)
+    if not match or process_running(int(match.group(1))):
+      continue
+    stale = os.path.join(directory, name)
+    if os.path.isdir(stale) and not os.path.islink(stale):
+      shutil.rmtree(stale, ignore_errors=True)
+    else:
+      with contextlib.suppress(OSError):  # another writer cleared it first
+        os.unlink(stale)
+
+
+def temporary_directory(prefix):
+  """A scratch directory under the system's temporary root, named with this
+  process's pid; those of killed processes with the same prefix go first."""
+  root = tempfile.gettempdir()
+  own = re.compile(rf"{re.escape(prefix)}(\d+)-[a-z0-9_]+")
+  for name in os.listdir(root):
+    match = own.fullmatch(name)
+    if match and not process_running(int(match.group(1))):
+      shutil.rmtree(os.path.join(root, name), ignore_errors=True)
+  return tempfile.mkdtemp(prefix=f"{prefix}{os.getpid()}-")
 
 
 def _make_staging(parent, name, flag, output):
-  _clear_stale(parent, name)
+  clear_stale_staging(parent)
   try:
     return tempfile.mkdtemp(prefix=_staging_prefix(name), dir=parent)
   except OSError as e:
@@ -160,7 +182,7 @@ def staged_path(path):
   """Yields a temporary path beside `path`; renamed onto it on success."""
   directory, name = os.path.split(os.path.abspath(path))
   os.makedirs(directory, exist_ok=True)
-  _clear_stale(directory, name)
+  clear_stale_staging(directory)
   ext = os.path.splitext(name)[1]
   fd, temp = tempfile.mkstemp(prefix=_staging_prefix(name), suffix=ext,
                               dir=directory)

@@ -25,16 +25,20 @@ flags.DEFINE_string("passage", None, "Text file (UTF-8, plain or gzip) holding "
                     "the passage.")
 flags.DEFINE_string("question", None, "The question.")
 flags.DEFINE_integer("num_threads", DEFAULT_THREADS, "Interpreter threads.")
-for _name in ("model", "vocab", "passage", "question"):
-  flags.mark_flag_as_required(_name)
+REQUIRED = ("model", "vocab", "passage", "question")
 
 
 def main(argv):
   if len(argv) > 1:
     raise app.UsageError(f"unexpected arguments: {' '.join(argv[1:])}")
   # The cheap checks first: TensorFlow (the tokenizer) takes seconds to load.
-  if not FLAGS.question.strip():
-    sys.exit("error: --question is empty")
+  for name in REQUIRED:  # one line each, where absl's check prints two
+    if FLAGS[name].value is None:
+      sys.exit(f"error: --{name} is required")
+    if not FLAGS[name].value.strip():
+      sys.exit(f"error: --{name} is empty"
+               + (": give a passage file (UTF-8 text)" if name == "passage"
+                  else ""))
   if FLAGS.num_threads < 1:
     sys.exit(f"error: --num_threads must be >= 1, got {FLAGS.num_threads}")
   from tfmodels.data.text_io import open_text
@@ -61,6 +65,13 @@ def main(argv):
     tokenizer = WordPieceTokenizer(FLAGS.vocab, FLAGS.do_lower_case)
   except VocabError as e:
     sys.exit(f"error: --vocab {e}")
+  # Text of only control or zero-width characters tokenizes to nothing: the
+  # model would see no passage (or no question) and answer "" with exit 0.
+  for name, text in (("--passage " + FLAGS.passage, passage),
+                     ("--question", FLAGS.question)):
+    if not tokenizer.tokenize(text):
+      sys.exit(f"error: {name}: no words in it (only control, format or "
+               "zero-width characters)")
   prediction = predict(passage, FLAGS.question, tokenizer, model)
   print(prediction.answer)
   print(f"{prediction.windows} window(s) of {model.sequence_length} tokens, "

@@ -59,7 +59,13 @@ def main(argv):
   if len(argv) > 1:
     raise app.UsageError(f"unexpected arguments: {' '.join(argv[1:])}")
   from tfmodels.data.squad import SquadError
-  from tfmodels.staging import write_file
+  from tfmodels.staging import OutputError, check_writable, write_file
+  try:
+    if os.path.isdir(FLAGS.output):
+      raise OutputError(f"--output {FLAGS.output}: is a directory")
+    check_writable(FLAGS.output, "--output")
+  except OutputError as e:
+    sys.exit(f"error: {e}")
   try:
     content = build_demo_passages(
         os.path.join(FLAGS.data_dir, "wordnet_qa", "dev.json.gz"))

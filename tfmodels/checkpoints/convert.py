@@ -18,6 +18,8 @@ import sys
 
 from absl import app, flags, logging
 
+from tfmodels.sigterm import exit_on_sigterm
+
 FLAGS = flags.FLAGS
 flags.DEFINE_enum("from", None, ["hf", "tf1"], "Import from this format.")
 flags.DEFINE_enum("to", None, ["hf"], "Export our directory to this format.")
@@ -59,6 +61,11 @@ def main(argv):
     sys.exit("error: give exactly one of --from and --to")
   if os.path.exists(FLAGS.output) and not FLAGS.overwrite:
     sys.exit(f"error: --output {FLAGS.output} exists (pass --overwrite)")
+  from tfmodels.staging import OutputError, check_writable
+  try:
+    check_writable(FLAGS.output, "--output")
+  except OutputError as e:
+    sys.exit(f"error: {e}")
   if not os.path.exists(FLAGS.input) and not (
       source_format == "tf1" and os.path.exists(FLAGS.input + ".index")):
     sys.exit(f"error: --input {FLAGS.input}: no such file or directory")
@@ -80,6 +87,7 @@ def main(argv):
 
 
 def run():
+  exit_on_sigterm()
   app.run(main)
 
 

@@ -9,12 +9,15 @@
                          intent_logits / slot_logits)
 
 Written into a staging directory and renamed, so a failed conversion leaves
-nothing behind.
+nothing behind. A training run's directory is claimed by `claim_run_dir`:
+one writer at a time, and only for the run it already holds.
 """
 
+import contextlib
 import dataclasses
 import json
 import os
+import shutil
 
 import tensorflow as tf
 import tf_keras as keras
@@ -23,7 +26,8 @@ from tfmodels.configs import ModelConfig
 from tfmodels.encoders import INPUT_NAMES, build_encoder
 from tfmodels.models import (build_classifier, build_intent_slot_model,
                              build_pretrainer, build_span_model, build_tagger)
-from tfmodels.staging import staged_directory, write_file
+from tfmodels.staging import (OutputError, output_lock, staged_directory,
+                              write_file)
 
 HEAD_KINDS = ("encoder", "pretrainer", "classifier", "span", "tagger",
               "intent_slot")
@@ -102,11 +106,128 @@ class _Serving(tf.Module):
     return {k: out[k] for k in keep if k in out}
 
 
+def _description(config, head, task=None):
+  """{file name: text}: what `load_model_dir` (and `evaluate`) rebuild from."""
+  files = {"config.json": config.to_json() + "\n",
+           "head.json": json.dumps(head.to_dict(), indent=2)}
+  if task is not None:
+    files["task.json"] = json.dumps(task)
+  return files
+
+
 def write_description(directory, config, head):
   """config.json + head.json: what `load_model_dir` needs to rebuild."""
-  write_file(os.path.join(directory, "config.json"), config.to_json() + "\n")
-  write_file(os.path.join(directory, "head.json"),
-             json.dumps(head.to_dict(), indent=2))
+  for name, text in _description(config, head).items():
+    write_file(os.path.join(directory, name), text)
+
+
+class RunDirError(OutputError):
+  """A --model_dir holds another run; the message names both."""
+
+
+def _differences(held, wanted, limit=3):
+  """'key (A there, B here)' for the first keys whose values differ."""
+  keys = [k for k in sorted(set(held) | set(wanted))
+          if held.get(k) != wanted.get(k)]
+  text = ", ".join(f"{k} ({held.get(k)!r} there, {wanted.get(k)!r} here)"
+                   for k in keys[:limit])
+  return text + (f" and {len(keys) - limit} more" if len(keys) > limit
+                 else "")
+
+
+def _read_json(directory, name, flag):
+  path = os.path.join(directory, name)
+  try:
+    with open(path) as f:
+      value = json.load(f)
+  except FileNotFoundError:
+    return None
+  except (OSError, ValueError) as e:
+    raise RunDirError(f"{flag} {directory}: {name} is unreadable ({e}); "
+                      "choose another directory") from None
+  if not isinstance(value, dict):
+    raise RunDirError(f"{flag} {directory}: {name} is not a JSON object; "
+                      "choose another directory")
+  return value
+
+
+def check_run_dir(model_dir, config, head, task=None, flag="--model_dir"):
+  """RunDirError unless `model_dir` is new or holds this very run.
+
+  A run is its config (the name aside: it changes no weight), its head and,
+  for `finetune`, its task.json; training another one into it would rewrite
+  its description and leave checkpoints that no longer load.
+  """
+  if not os.path.exists(model_dir):
+    return
+  if not os.path.isdir(model_dir):
+    raise OutputError(f"{flag} {model_dir}: exists and is not a directory")
+  held_config = _read_json(model_dir, "config.json", flag)
+  if held_config is None:
+    if os.path.exists(os.path.join(model_dir, "checkpoint")):
+      raise RunDirError(f"{flag} {model_dir}: holds checkpoints but no "
+                        "config.json, so it cannot be checked against this "
+                        "run; choose another directory")
+    return
+  here = config.to_dict()
+  there = {k: held_config.get(k) for k in here}
+  try:
+    there = ModelConfig.from_dict(held_config).to_dict()
+  except ValueError:
+    pass  # compared as written; the differences name the odd field
+  there["name"] = here["name"] = None
+  if there != here:
+    raise RunDirError(
+        f"{flag} {model_dir} holds a run of config "
+        f"{held_config.get('name')!r} that differs from this command's "
+        f"{config.name!r} in {_differences(there, here)}; choose another "
+        f"{flag} (or resume with the run's own settings)")
+  held_head = _read_json(model_dir, "head.json", flag)
+  if held_head is not None and held_head != head.to_dict():
+    raise RunDirError(
+        f"{flag} {model_dir} holds a run with a {held_head.get('kind')} "
+        f"head, this command trains a {head.kind} head; they differ in "
+        f"{_differences(held_head, head.to_dict())}; choose another {flag}")
+  held_task = _read_json(model_dir, "task.json", flag)
+  if held_task is not None and held_task != task:
+    if task is None:
+      raise RunDirError(f"{flag} {model_dir} holds a finetune run (task "
+                        f"{held_task.get('task')!r}); choose another {flag}")
+    raise RunDirError(
+        f"{flag} {model_dir} holds a run of task {held_task.get('task')!r}, "
+        f"this command trains {task.get('task')!r}; task.json differs in "
+        f"{_differences(held_task, task)}; choose another {flag}")
+
+
+@contextlib.contextmanager
+def claim_run_dir(model_dir, config, head, task=None, flag="--model_dir",
+                  chief=True):
+  """The training run's directory, for the duration of the block.
+
+  Locks it against a second writer (`output_lock`), refuses another run's
+  directory (`check_run_dir`), then writes what of the description
+  (config.json, head.json, task.json) is missing, so resuming the same run
+  changes none of it. A directory this call created is removed again if the
+  block fails before the first checkpoint. Non-chief workers of a
+  multi-worker run share the chief's directory: they only check it.
+  """
+  if not chief:
+    check_run_dir(model_dir, config, head, task, flag)
+    yield
+    return
+  with output_lock(model_dir, flag):
+    check_run_dir(model_dir, config, head, task, flag)
+    created = not os.path.exists(model_dir)
+    try:
+      for name, text in _description(config, head, task).items():
+        if not os.path.exists(os.path.join(model_dir, name)):
+          write_file(os.path.join(model_dir, name), text)
+      yield
+    except BaseException:
+      if created and not os.path.exists(os.path.join(model_dir,
+                                                     "checkpoint")):
+        shutil.rmtree(model_dir, ignore_errors=True)
+      raise
 
 
 def save_model_dir(model, config, head, output_dir, overwrite=False):

@@ -236,6 +236,14 @@ def import_checkpoint(prefix, config_path=None, name=None):
   else:
     head = Head(kind, sentence_objective="sop" if arch == "albert" else "nsp")
   model = build_model(config, head)
-  tensors = {n: reader.get_tensor(n) for n in names}
+  tensors = {}
+  for n in names:
+    try:
+      tensors[n] = reader.get_tensor(n)
+    except (tf.errors.OpError, IndexError, ValueError) as e:  # truncated
+      message = str(e).splitlines()[0] if str(e) else type(e).__name__
+      raise CheckpointError(f"{prefix}: cannot read tensor {n} ({message}); "
+                            "the checkpoint's data file is truncated or "
+                            "corrupt") from None
   assign(model, tensor_entries(config, head, arch), tensors, prefix)
   return model, config, head

@@ -21,6 +21,8 @@ import sys
 
 from absl import app, flags
 
+from tfmodels.sigterm import exit_on_sigterm
+
 FLAGS = flags.FLAGS
 flags.DEFINE_list("input_file", None, "Text files (.txt or .txt.gz).")
 flags.DEFINE_string("output_dir", None, "Directory for the shards.")
@@ -52,24 +54,12 @@ for _name in ("input_file", "output_dir", "vocab_file"):
 def main(argv):
   if len(argv) > 1:
     raise app.UsageError(f"unexpected arguments: {' '.join(argv[1:])}")
-  import dataclasses
-  from tfmodels.data.pretraining import (MixedVocabulary, PretrainingOptions,
-                                         create_instances, read_documents)
-  from tfmodels.data.pretraining_records import (is_own_output, summarize,
-                                                 write_shards)
+  from tfmodels.data.pretraining import MixedVocabulary, PretrainingOptions
+  from tfmodels.staging import OutputError, output_lock
   from tfmodels.tokenization import VocabError, WordPieceTokenizer
-
   for path in FLAGS.input_file:
     if not os.path.isfile(path):
       sys.exit(f"error: --input_file {path}: no such file")
-  if os.path.exists(FLAGS.output_dir):
-    if not FLAGS.overwrite:
-      sys.exit(f"error: --output_dir {FLAGS.output_dir} exists "
-               "(pass --overwrite to replace it)")
-    if not os.path.isdir(FLAGS.output_dir) or not is_own_output(
-        FLAGS.output_dir):
-      sys.exit(f"error: --output_dir {FLAGS.output_dir} holds files that are "
-               "not pre-training shards; refusing to replace it")
   if FLAGS.num_shards < 1 or FLAGS.dupe_factor < 1:
     sys.exit("error: --num_shards and --dupe_factor must be >= 1")
   try:
@@ -93,6 +83,30 @@ def main(argv):
   except VocabError as e:
     sys.exit(f"error: {e}")
   vocab = MixedVocabulary(teacher, student)
+  try:
+    # One writer per output: a second run into it is refused at once.
+    with output_lock(FLAGS.output_dir, "--output_dir"):
+      _create(options, vocab)
+  except OutputError as e:
+    sys.exit(f"error: {e}")
+
+
+def _create(options, vocab):
+  """Refuses an existing output it may not replace, then builds and writes
+  the shards."""
+  import dataclasses
+  from tfmodels.data.pretraining import create_instances, read_documents
+  from tfmodels.data.pretraining_records import (is_own_output, summarize,
+                                                 write_shards)
+
+  if os.path.exists(FLAGS.output_dir):
+    if not FLAGS.overwrite:
+      sys.exit(f"error: --output_dir {FLAGS.output_dir} exists "
+               "(pass --overwrite to replace it)")
+    if not os.path.isdir(FLAGS.output_dir) or not is_own_output(
+        FLAGS.output_dir):
+      sys.exit(f"error: --output_dir {FLAGS.output_dir} holds files that are "
+               "not pre-training shards; refusing to replace it")
 
   print(f"Reading {len(FLAGS.input_file)} file(s)...", flush=True)
   try:
@@ -133,6 +147,7 @@ def main(argv):
 
 
 def run():
+  exit_on_sigterm()
   app.run(main)
 
 

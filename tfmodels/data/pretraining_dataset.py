@@ -19,6 +19,7 @@ records (`meta_from_records`). Their sentence labels are NSP's.
 import glob
 import json
 import os
+import re
 
 import tensorflow as tf
 
@@ -32,10 +33,13 @@ LENGTH_FEATURES = {"input_ids": "max_seq_length",
                    "masked_lm_positions": "max_predictions_per_seq"}
 
 
-def read_meta(path):
+def read_meta(path, verify=True):
   """Shard metadata: `meta.json` beside our shards, else from the records.
 
   Always holds "files", the shards to read, besides what meta.json says.
+  With `verify` every record of every shard is read and parsed first
+  (`verify_shards`), so a truncated or corrupt shard is named before a run
+  starts rather than failing it midway.
   """
   if os.path.isdir(path) and os.path.exists(os.path.join(path, META)):
     meta_path = os.path.join(path, META)
@@ -45,12 +49,113 @@ def read_meta(path):
     except (OSError, ValueError) as e:
       raise ValueError(f"{meta_path}: cannot read pre-training metadata "
                        f"({e})") from None
+    _check_meta(meta, meta_path)
     pattern = os.path.join(path, SHARD_NAME.replace("{:05d}", "*"))
     files = sorted(glob.glob(pattern))
     if not files:
       raise ValueError(f"{path}: no shards matching {pattern}")
-    return dict(meta, files=files)
-  return meta_from_records(_foreign_files(path))
+    meta = dict(meta, files=files)
+  else:
+    meta = meta_from_records(_foreign_files(path))
+  if verify:
+    verify_shards(meta)
+  return meta
+
+
+def _check_meta(meta, meta_path):
+  """ValueError naming the first field of meta.json a reader relies on that
+  is missing or of the wrong type."""
+  def fail(field, wanted, value):
+    raise ValueError(f"{meta_path}: {field} must be {wanted}, got "
+                     f"{value!r}")
+  if not isinstance(meta, dict):
+    fail("the top level", "a JSON object", type(meta).__name__)
+  options = meta.get("options")
+  if not isinstance(options, dict):
+    fail("options", "an object", options)
+  for key in ("max_seq_length", "max_predictions_per_seq"):
+    value = options.get(key)
+    if not (type(value) is int and value > 0):  # pylint: disable=unidiomatic-typecheck
+      fail(f"options.{key}", "a positive integer", value)
+  if options.get("sentence_objective") not in ("nsp", "sop"):
+    fail("options.sentence_objective", '"nsp" or "sop"',
+         options.get("sentence_objective"))
+  if not isinstance(meta.get("mixed_vocabulary"), bool):
+    fail("mixed_vocabulary", "true or false", meta.get("mixed_vocabulary"))
+  for key in ("vocab_size", "teacher_vocab_size"):  # trainers read them
+    if key in meta and not (type(meta[key]) is int and meta[key] >= 0):  # pylint: disable=unidiomatic-typecheck
+      fail(key, "a non-negative integer", meta[key])
+
+
+def verify_shards(meta, batch_size=512):
+  """ValueError naming the shard (and record) that is truncated, fails its
+  CRC or does not parse as the pre-training features meta says it holds."""
+  options = meta["options"]
+  spec = feature_spec(options["max_seq_length"],
+                      options["max_predictions_per_seq"],
+                      meta["mixed_vocabulary"])
+  for path in meta["files"]:
+    start = 0
+    try:
+      for records in tf.data.TFRecordDataset(path).batch(batch_size):
+        _parse_or_name(records, spec, path, start)
+        start += int(records.shape[0])
+    except tf.errors.DataLossError as e:
+      raise ValueError(f"{path}: record {_first_bad(path, start)} is "
+                       f"truncated or corrupt ({_reason(e)})") from None
+    except tf.errors.OpError as e:
+      raise ValueError(f"{path}: cannot read TFRecords "
+                       f"({_reason(e)})") from None
+
+
+def _reason(error):
+  """The readable core of a tf.data error: 'corrupted record at byte 4864'."""
+  found = re.search(r"(truncated|corrupted) record at (\d+)", error.message)
+  if found:
+    return f"{found.group(1)} record at byte {found.group(2)}"
+  message = re.sub(r"\{\{.*?\}\}\s*", "", error.message.splitlines()[0])
+  return re.sub(r"\s*\[Op:.*$", "", message)
+
+
+def _first_bad(path, start):
+  """Index of the first unreadable record at or after `start`."""
+  index = start
+  try:
+    for _ in tf.data.TFRecordDataset(path).skip(start):
+      index += 1
+  except tf.errors.DataLossError:
+    pass
+  return index
+
+
+def _parse_or_name(records, spec, path, start):
+  try:
+    tf.io.parse_example(records, spec)
+  except tf.errors.InvalidArgumentError:
+    for i, record in enumerate(records):
+      try:
+        tf.io.parse_single_example(record, spec)
+      except tf.errors.InvalidArgumentError as e:
+        raise ValueError(f"{path}: record {start + i} is not a pre-training "
+                         "record of the lengths meta.json gives "
+                         f"({e.message.splitlines()[0]})") from None
+    raise
+
+
+def check_fits(meta, config, flag="--config"):
+  """ValueError unless `config` can read these shards: its positions hold
+  their sequences and its vocabulary their ids."""
+  length = meta["options"]["max_seq_length"]
+  if length > config.max_position_embeddings:
+    raise ValueError(f"{flag} max_position_embeddings is "
+                     f"{config.max_position_embeddings} but the shards' "
+                     f"sequences are {length} long")
+  if "vocab_size" not in meta:
+    raise ValueError(f"{meta['files'][0]}: the shards' meta.json has no "
+                     "vocab_size")
+  if not meta["mixed_vocabulary"] and meta["vocab_size"] > config.vocab_size:
+    raise ValueError(f"{flag} vocab_size is {config.vocab_size} but the "
+                     f"shards' ids reach {meta['vocab_size']}")
 
 
 def _foreign_files(path):
@@ -127,7 +232,7 @@ def pretraining_dataset(directory, batch_size, is_training=True, seed=None,
   record of the common stream;
   `skip_batches` resumes a training stream where a checkpoint left it.
   """
-  meta = read_meta(directory)
+  meta = read_meta(directory, verify=False)  # the command verified them
   options, files = meta["options"], meta["files"]
   spec = feature_spec(options["max_seq_length"],
                       options["max_predictions_per_seq"],

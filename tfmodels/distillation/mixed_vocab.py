@@ -7,7 +7,11 @@ table projected up to the teacher's width; each masked position is predicted
 with the softmax of the vocabulary that segmented it (eq. 1). Stage II
 starts the student model's word embeddings from that table and trains it
 with the plain MLM loss on student-only segmented data (eq. 2).
+`init_from_pretrained` starts the stage-I teacher from a pretrained model
+(`pretrain --init_from`), as the paper starts from BERT-large.
 """
+
+import dataclasses
 
 import tensorflow as tf
 
@@ -57,3 +61,59 @@ def init_student_embeddings(student, stage_one):
                      f"not fit the student's {list(target[0].shape)} "
                      "(vocab_size / embedding width)")
   target[0].assign(source[0])
+
+
+# Config fields a model may set differently from the pretrained model it
+# starts from: they size only its new parts or do not change what the
+# restored weights compute.
+FREE_FIELDS = ("name", "hidden_dropout_prob", "attention_probs_dropout_prob",
+               "initializer_range", "mixed_vocab_size",
+               "mixed_vocab_embedding_size", "mlm_layer_norm_eps")
+
+
+def init_from_pretrained(model, config, source, source_config):
+  """Stage I starts from a pretrained teacher (the paper's BERT-large).
+
+  Every encoder weight of `source` fills the same-named weight of `model`,
+  and so does every head weight `model` has under the same name (a
+  pretrainer's MLM / NSP); what `model` has beyond them (a mixed-vocabulary
+  teacher's student table and projection, the heads of an encoder-only
+  source) keeps its fresh initialisation. Nothing is assigned unless all of
+  it fits: a source encoder tensor `model` has no place for, a shape that
+  differs or a config field that would change what the weights compute
+  raises CheckpointError naming it.
+
+  Returns:
+    (restored variable names, names left fresh), sorted.
+  """
+  from tfmodels.checkpoints.model_dir import encoder_of
+  from tfmodels.checkpoints.weight_mapping import (CheckpointError,
+                                                   variables_by_name)
+  ours = variables_by_name(model)
+  theirs = variables_by_name(source)
+  encoder = set(variables_by_name(encoder_of(source)))
+  pairs = []
+  for name, value in sorted(theirs.items()):
+    target = ours.get(name)
+    if target is None:
+      if name in encoder:
+        raise CheckpointError(f"the source's tensor {name} has no place in "
+                              "the config's model (another architecture?)")
+      continue  # a head the model does not have (a classifier's)
+    if tuple(target.shape) != tuple(value.shape):
+      raise CheckpointError(f"the source's tensor {name} has shape "
+                            f"{list(value.shape)}, the config's "
+                            f"{list(target.shape)}")
+    pairs.append((name, target, value))
+  for field in dataclasses.fields(config):
+    if field.name in FREE_FIELDS:
+      continue
+    want, have = getattr(config, field.name), getattr(source_config,
+                                                      field.name)
+    if want != have:
+      raise CheckpointError(f"the config's {field.name} is {want!r}, the "
+                            f"source's {have!r}")
+  for _, target, value in pairs:
+    target.assign(value)
+  restored = sorted(name for name, _, _ in pairs)
+  return restored, sorted(set(ours) - set(restored))

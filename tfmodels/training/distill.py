@@ -22,12 +22,11 @@ be a bare encoder, e.g. the shipped MiniLM:
         --student_config kronecker_minilm.json --strategy kronecker ...
 """
 
-import json
-import os
 import sys
 
 from absl import app, flags, logging
 
+from tfmodels.sigterm import exit_on_sigterm
 from tfmodels.training.run_flags import (check_run_flags,
                                          define_run_flags,
                                          optimizer_from_flags,
@@ -59,38 +58,50 @@ def main(argv):
                            "lower_layer_lr": (0.0, None)})
   if error:
     sys.exit(f"error: {error}")
+  if (FLAGS.teacher is None) == (FLAGS.teacher_dir is None):
+    sys.exit("error: give exactly one of --teacher_dir and --teacher")
+  if FLAGS.optimizer != "lamb" and FLAGS.lower_layer_lr:
+    sys.exit("error: --lower_layer_lr needs --optimizer lamb")
   logging.set_verbosity(logging.WARNING)
   import tf_keras as keras
-  from tfmodels.checkpoints.model_dir import (Head, encoder_of,
-                                              load_model_dir,
-                                              write_description)
+  from tfmodels.checkpoints.model_dir import (Head, check_run_dir,
+                                              claim_run_dir, load_model_dir)
   from tfmodels.checkpoints.teachers import load_teacher
   from tfmodels.checkpoints.weight_mapping import CheckpointError
   from tfmodels.configs import ConfigError, load_config
-  from tfmodels.data.pretraining_dataset import (pretraining_dataset,
-                                                 read_meta)
-  from tfmodels.distillation import kronecker, low_rank_init, progressive
+  from tfmodels.data.pretraining_dataset import check_fits, read_meta
+  from tfmodels.distillation import progressive
   from tfmodels.models import build_pretrainer
-  from tfmodels.training.loop import Trainer, get_strategy
+  from tfmodels.staging import OutputError
+  from tfmodels.training.loop import get_strategy, is_chief
 
-  # Multi-worker collectives must be set up before any TF op runs.
+  # Multi-worker collectives must be set up before any TF op runs (reading
+  # the shards runs some).
   strategy = get_strategy(FLAGS.distribution_strategy)
-  precision_from_flags()
-  keras.utils.set_random_seed(FLAGS.seed)
-  if (FLAGS.teacher is None) == (FLAGS.teacher_dir is None):
-    sys.exit("error: give exactly one of --teacher_dir and --teacher")
-  try:
+  try:  # the cheap checks first: the run directory, the data, the config
     student_config = load_config(FLAGS.student_config)
     meta = read_meta(FLAGS.train_data)
+    check_fits(meta, student_config, "--student_config")
+    head = Head("pretrainer",
+                sentence_objective=meta["options"]["sentence_objective"])
+    check_run_dir(FLAGS.model_dir, student_config, head)
+  except (ConfigError, ValueError) as e:
+    sys.exit(f"error: {e}")
+  precision_from_flags()
+  keras.utils.set_random_seed(FLAGS.seed)
+  try:
     with strategy.scope():
       if FLAGS.teacher:
         named = load_teacher(FLAGS.teacher)
-        teacher, teacher_config, head = named.encoder, named.config, Head()
+        teacher, teacher_config, teacher_head = (named.encoder, named.config,
+                                                 Head())
       else:
-        teacher, teacher_config, head = load_model_dir(FLAGS.teacher_dir)
-    if head.kind not in ("pretrainer", "encoder"):
-      raise ValueError(f"the teacher has a {head.kind} head; distillation "
-                       "needs a pre-trained encoder (MLM + NSP head or none)")
+        teacher, teacher_config, teacher_head = load_model_dir(
+            FLAGS.teacher_dir)
+    if teacher_head.kind not in ("pretrainer", "encoder"):
+      raise ValueError(f"the teacher has a {teacher_head.kind} head; "
+                       "distillation needs a pre-trained encoder (MLM + NSP "
+                       "head or none)")
     progressive.check_compatible(teacher_config, student_config)
     if FLAGS.strategy == "kronecker":
       stages = [progressive.Stage("kronecker", FLAGS.train_steps, (), False)]
@@ -99,19 +110,32 @@ def main(argv):
                                 student_config.num_hidden_layers,
                                 FLAGS.train_steps, FLAGS.kt_fraction,
                                 FLAGS.lower_layer_lr,
-                                teacher_has_mlm=head.kind == "pretrainer")
+                                teacher_has_mlm=teacher_head.kind ==
+                                "pretrainer")
   except (CheckpointError, ConfigError, ValueError, OSError) as e:
     sys.exit(f"error: {e}")
-  objective = meta["options"]["sentence_objective"]
   with strategy.scope():
-    student = build_pretrainer(student_config, sentence_objective=objective)
-    if FLAGS.optimizer != "lamb" and FLAGS.lower_layer_lr:
-      sys.exit("error: --lower_layer_lr needs --optimizer lamb")
+    student = build_pretrainer(student_config,
+                               sentence_objective=head.sentence_objective)
     optimizer = optimizer_from_flags()
     # Stages train different subsets; the optimizer must know them all.
     optimizer.build(student.trainable_variables)
-  write_description(FLAGS.model_dir, student_config,
-                    Head("pretrainer", sentence_objective=objective))
+  try:
+    with claim_run_dir(FLAGS.model_dir, student_config, head,
+                       chief=is_chief(strategy)):
+      _train(strategy, student, student_config, optimizer, teacher,
+             teacher_config, stages)
+  except OutputError as e:  # another writer or run took it meanwhile
+    sys.exit(f"error: {e}")
+
+
+def _train(strategy, student, student_config, optimizer, teacher,
+           teacher_config, stages):
+  """Runs the stages left after the run's checkpoint in --model_dir."""
+  from tfmodels.checkpoints.model_dir import encoder_of
+  from tfmodels.data.pretraining_dataset import pretraining_dataset
+  from tfmodels.distillation import kronecker, low_rank_init, progressive
+  from tfmodels.training.loop import Trainer
   trainer = Trainer(strategy, student, optimizer, FLAGS.model_dir,
                     FLAGS.keep_checkpoints)
   if trainer.start_step == 0 and FLAGS.strategy == "kronecker":
@@ -143,21 +167,18 @@ def main(argv):
     loss_fn = (kronecker.pretraining_loss(student, teacher)
                if FLAGS.strategy == "kronecker" else
                progressive.stage_loss(student, teacher, stage, FLAGS.alpha))
-    for h in trainer.train(
+    history += trainer.train(
         iterator, loss_fn,
         stage.end_step, progressive.trained_variables(student, stage),
-        FLAGS.checkpoint_every, FLAGS.log_every, description=stage.name):
-      history.append(dict(h, stage=stage.name))
-  if not trainer.chief:
-    return
-  with open(os.path.join(FLAGS.model_dir, "history.jsonl"), "a") as f:
-    f.writelines(json.dumps(h) + "\n" for h in history)
-  if history:
+        FLAGS.checkpoint_every, FLAGS.log_every, description=stage.name,
+        record={"stage": stage.name})
+  if history and trainer.chief:  # Trainer appended it to history.jsonl
     print(f"step {history[-1]['step']} ({history[-1]['stage']}): loss "
           f"{history[-1]['loss']:.4f}")
 
 
 def run():
+  exit_on_sigterm()
   app.run(main)
 
 

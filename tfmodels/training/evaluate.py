@@ -19,11 +19,14 @@ import sys
 
 from absl import app, flags, logging
 
+from tfmodels.sigterm import exit_on_sigterm
+
 FLAGS = flags.FLAGS
 flags.DEFINE_string("model_dir", None, "A finetune run directory.")
 flags.DEFINE_string("data_dir", None, "Directory of the task's files.")
 flags.DEFINE_string("split", "dev", "Split to score (dev, test, ...).")
 flags.DEFINE_string("output", None, "Also write the metrics JSON here.")
+flags.DEFINE_bool("overwrite", False, "Replace an existing --output.")
 flags.DEFINE_string("pretraining_data", None, "Held-out pre-training shards "
                     "(instead of --data_dir): MLM / NSP metrics.")
 flags.mark_flag_as_required("model_dir")
@@ -34,14 +37,25 @@ def main(argv):
     raise app.UsageError(f"unexpected arguments: {' '.join(argv[1:])}")
   logging.set_verbosity(logging.WARNING)
   from tfmodels.checkpoints.model_dir import load_model_dir
-  from tfmodels.staging import write_file
+  from tfmodels.staging import OutputError, check_writable, write_file
   from tfmodels.configs import ConfigError
   from tfmodels.tokenization import VocabError, WordPieceTokenizer
   from tfmodels.training.tasks import make_task
   if (FLAGS.data_dir is None) == (FLAGS.pretraining_data is None):
     sys.exit("error: give exactly one of --data_dir and --pretraining_data")
+  if FLAGS.output:  # before scoring, which can take long
+    if os.path.exists(FLAGS.output) and not FLAGS.overwrite:
+      sys.exit(f"error: --output {FLAGS.output} exists (pass --overwrite)")
+    if os.path.isdir(FLAGS.output):
+      sys.exit(f"error: --output {FLAGS.output} is a directory")
+    try:
+      check_writable(FLAGS.output, "--output")
+    except OutputError as e:
+      sys.exit(f"error: {e}")
   try:
-    model, _, head = load_model_dir(FLAGS.model_dir)
+    spec = None if FLAGS.pretraining_data else read_task_spec(
+        FLAGS.model_dir)
+    model, config, head = load_model_dir(FLAGS.model_dir)
     if FLAGS.pretraining_data:
       if head.kind != "pretrainer":
         raise ValueError(f"--model_dir {FLAGS.model_dir} has a {head.kind} "
@@ -49,10 +63,12 @@ def main(argv):
       from tfmodels.training.mlm_eval import evaluate_pretraining
       results = evaluate_pretraining(model, FLAGS.pretraining_data)
     else:
-      with open(os.path.join(FLAGS.model_dir, "task.json")) as f:
-        spec = json.load(f)
-      task = make_task(spec["task"], FLAGS.data_dir,
-                       WordPieceTokenizer(spec["vocab_file"]),
+      tokenizer = WordPieceTokenizer(spec["vocab_file"])
+      if len(tokenizer) > config.vocab_size:
+        raise ValueError(f"task.json vocab_file {spec['vocab_file']} has "
+                         f"{len(tokenizer)} pieces but the model's "
+                         f"vocab_size is {config.vocab_size}")
+      task = make_task(spec["task"], FLAGS.data_dir, tokenizer,
                        spec["max_seq_length"])
       results = task.evaluate(model, FLAGS.split)
   except (ConfigError, VocabError, ValueError, OSError, KeyError) as e:
@@ -63,7 +79,31 @@ def main(argv):
     write_file(FLAGS.output, text + "\n")
 
 
+def read_task_spec(model_dir):
+  """task.json of a finetune run, or ValueError naming the field that is
+  missing or of the wrong type."""
+  path = os.path.join(model_dir, "task.json")
+  try:
+    with open(path) as f:
+      spec = json.load(f)
+  except FileNotFoundError:
+    raise ValueError(f"--model_dir {model_dir}: no task.json (not a "
+                     "finetune run; for a pretrain / distill run pass "
+                     "--pretraining_data)") from None
+  except (OSError, ValueError) as e:
+    raise ValueError(f"{path}: cannot read it ({e})") from None
+  fields = {"task": str, "max_seq_length": int, "vocab_file": str}
+  for name, kind in fields.items():
+    value = spec.get(name) if isinstance(spec, dict) else None
+    if type(value) is not kind or (kind is int and value < 1):  # pylint: disable=unidiomatic-typecheck
+      raise ValueError(f"{path}: {name} must be a "
+                       f"{'positive integer' if kind is int else 'string'}, "
+                       f"got {value!r}")
+  return spec
+
+
 def run():
+  exit_on_sigterm()
   app.run(main)
 
 

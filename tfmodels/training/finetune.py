@@ -21,6 +21,7 @@ import sys
 
 from absl import app, flags, logging
 
+from tfmodels.sigterm import exit_on_sigterm
 from tfmodels.training.run_flags import (check_run_flags,
                                          define_run_flags,
                                          optimizer_from_flags,
@@ -57,29 +58,46 @@ def main(argv):
   if error:
     sys.exit(f"error: {error}")
   logging.set_verbosity(logging.WARNING)
-  from tfmodels.training.loop import Trainer, get_strategy
+  # Multi-worker collectives must be set up before any TF op runs (the
+  # tokenizer's lookup table is one).
+  from tfmodels.training.loop import get_strategy, is_chief
   strategy = get_strategy(FLAGS.distribution_strategy)
-  precision_from_flags()
-  import tensorflow as tf
-  import tf_keras as keras
-  from tfmodels.checkpoints.model_dir import (build_model, encoder_of,
-                                              load_model_dir,
-                                              write_description)
-  from tfmodels.configs import ConfigError
-  from tfmodels.staging import write_file
+  from tfmodels.checkpoints.model_dir import check_run_dir, claim_run_dir
+  from tfmodels.configs import ConfigError, load_config
+  from tfmodels.staging import OutputError
   from tfmodels.tokenization import VocabError, WordPieceTokenizer
-  from tfmodels.distillation.kronecker import finetuning_loss
-  from tfmodels.distillation.progressive import copy_from_teacher
   from tfmodels.training.tasks import make_task
 
-  keras.utils.set_random_seed(FLAGS.seed)
-  try:
+  if not os.path.isfile(os.path.join(FLAGS.init_dir, "config.json")):
+    sys.exit(f"error: --init_dir {FLAGS.init_dir}: no config.json (not a "
+             "model or run directory)")
+  try:  # the cheap checks first: the run directory, the model, the task
+    config = load_config(os.path.join(FLAGS.init_dir, "config.json"))
     tokenizer = WordPieceTokenizer(FLAGS.vocab_file)
     task = make_task(FLAGS.task, FLAGS.data_dir, tokenizer,
                      FLAGS.max_seq_length)
+    spec = {"task": FLAGS.task, "max_seq_length": FLAGS.max_seq_length,
+            "vocab_file": os.path.abspath(FLAGS.vocab_file)}
+    check_run_dir(FLAGS.model_dir, config, task.head(), spec)
+  except (ConfigError, VocabError, ValueError, OSError) as e:
+    sys.exit(f"error: {e}")
+  if config.max_position_embeddings < FLAGS.max_seq_length:
+    sys.exit(f"error: --max_seq_length {FLAGS.max_seq_length} exceeds the "
+             f"model's max_position_embeddings "
+             f"{config.max_position_embeddings}")
+  if len(tokenizer) > config.vocab_size:
+    sys.exit(f"error: --vocab_file {FLAGS.vocab_file} has {len(tokenizer)} "
+             f"pieces but the model's vocab_size is {config.vocab_size}")
+  precision_from_flags()
+  import tf_keras as keras
+  from tfmodels.checkpoints.model_dir import (build_model, encoder_of,
+                                              load_model_dir)
+
+  keras.utils.set_random_seed(FLAGS.seed)
+  try:
     features = task.features("train")
     with strategy.scope():
-      source, config, _ = load_model_dir(FLAGS.init_dir)
+      source, _, _ = load_model_dir(FLAGS.init_dir)
       model = build_model(config, task.head(), encoder_of(source))
       teacher = _load_teacher(FLAGS.teacher_dir, task, config) if (
           FLAGS.teacher_dir) else None
@@ -88,14 +106,21 @@ def main(argv):
       optimizer = optimizer_from_flags()
   except (ConfigError, VocabError, ValueError, OSError) as e:
     sys.exit(f"error: {e}")
-  if config.max_position_embeddings < FLAGS.max_seq_length:
-    sys.exit(f"error: --max_seq_length {FLAGS.max_seq_length} exceeds the "
-             f"model's max_position_embeddings "
-             f"{config.max_position_embeddings}")
-  write_description(FLAGS.model_dir, config, task.head())
-  write_file(os.path.join(FLAGS.model_dir, "task.json"), json.dumps(
-      {"task": FLAGS.task, "max_seq_length": FLAGS.max_seq_length,
-       "vocab_file": os.path.abspath(FLAGS.vocab_file)}))
+  try:
+    with claim_run_dir(FLAGS.model_dir, config, task.head(), spec,
+                       chief=is_chief(strategy)):
+      _train(strategy, model, optimizer, task, features, teacher)
+  except OutputError as e:  # another writer or run took it meanwhile
+    sys.exit(f"error: {e}")
+
+
+def _train(strategy, model, optimizer, task, features, teacher):
+  """Trains in the claimed --model_dir, then scores dev (the chief)."""
+  import tensorflow as tf
+  from tfmodels.distillation.kronecker import finetuning_loss
+  from tfmodels.distillation.progressive import copy_from_teacher
+  from tfmodels.staging import write_file
+  from tfmodels.training.loop import Trainer
   trainer = Trainer(strategy, model, optimizer, FLAGS.model_dir,
                     FLAGS.keep_checkpoints)
   if teacher is not None and trainer.start_step == 0:
@@ -142,6 +167,7 @@ def _load_teacher(teacher_dir, task, student_config):
 
 
 def run():
+  exit_on_sigterm()
   app.run(main)
 
 

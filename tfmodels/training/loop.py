@@ -6,8 +6,14 @@ skips the batches already consumed (`Trainer.start_step` of them): a run
 killed at any point resumes from its last checkpoint exactly where it was,
 with the same weights, optimizer moments and next batch. (Distributed
 iterators cannot be checkpointed, which is why the skip is needed.)
+
+Each step's metrics are appended to model_dir/history.jsonl as the step ends
+(one JSON object per line, `step` included), so a crash loses none of the
+curve; a resumed run first drops the rows after its checkpoint, which it is
+about to train again, so no step appears twice.
 """
 
+import json
 import os
 import shutil
 import sys
@@ -16,7 +22,10 @@ import tensorflow as tf
 import tf_keras as keras
 from tqdm import tqdm
 
+from tfmodels.staging import write_file
+
 STRATEGIES = ("one_device", "mirrored", "multi_worker_mirrored")
+HISTORY = "history.jsonl"
 
 
 def get_strategy(name):
@@ -81,6 +90,9 @@ class Trainer:
       if int(self.global_step.numpy()) == 0:  # written before global_step
         self.global_step.assign(self.optimizer.iterations)
       print(f"resumed from {latest} at step {self.start_step}", flush=True)
+    self.history_path = os.path.join(model_dir, HISTORY)
+    if self.chief:
+      _truncate_history(self.history_path, self.start_step)
 
   @property
   def start_step(self):
@@ -103,11 +115,14 @@ class Trainer:
             for k, v in per_replica.items()}
 
   def train(self, iterator, loss_fn, total_steps, variables=None,
-            checkpoint_every=100, log_every=10, description=None):
+            checkpoint_every=100, log_every=10, description=None,
+            record=None):
     """Steps from start_step to total_steps on batches of `iterator`.
 
     The iterator must start at batch start_step (see the module docstring);
-    `variables` default to the model's trainable ones.
+    `variables` default to the model's trainable ones. Returns the steps'
+    history rows, also appended to history.jsonl with the fields of
+    `record` (e.g. the distillation stage).
     """
     variables = variables or self.model.trainable_variables
     step_fn = tf.function(lambda batch: self._step(batch, loss_fn,
@@ -117,13 +132,16 @@ class Trainer:
               else tf.summary.create_noop_writer())
     history = []
     start = self.start_step
-    with writer.as_default(), tqdm(total=total_steps, initial=start,
+    log = open(self.history_path if self.chief else os.devnull, "a")
+    with log, writer.as_default(), tqdm(total=total_steps, initial=start,
                                    unit="step", file=sys.stdout,
                                    desc=description,
                                    disable=not self.chief) as bar:
       for step in range(start + 1, total_steps + 1):
         metrics = {k: float(v) for k, v in step_fn(next(iterator)).items()}
-        history.append(dict(metrics, step=step))
+        history.append(dict(metrics, step=step, **(record or {})))
+        log.write(json.dumps(history[-1]) + "\n")
+        log.flush()
         bar.update(1)
         if step % log_every == 0 or step == total_steps:
           bar.set_postfix(loss=f"{metrics['loss']:.4f}")
@@ -137,3 +155,22 @@ class Trainer:
     if not self.chief:  # its copies only existed to take part in saving
       shutil.rmtree(self.manager.directory, ignore_errors=True)
     return history
+
+
+def _truncate_history(path, last_step):
+  """Keeps history rows up to `last_step` (and drops a half-written line)."""
+  if not os.path.exists(path):
+    return
+  kept, dropped = [], False
+  with open(path) as f:
+    for line in f:
+      try:
+        keep = json.loads(line)["step"] <= last_step
+      except (ValueError, TypeError, KeyError):
+        keep = False
+      if keep:
+        kept.append(line if line.endswith("\n") else line + "\n")
+      else:
+        dropped = True
+  if dropped:
+    write_file(path, "".join(kept))

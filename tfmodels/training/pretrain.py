@@ -9,14 +9,45 @@ writes checkpoints (model, optimizer, input position) to --model_dir every
 --checkpoint_every steps and resumes from the latest one when started again,
 so a killed run loses at most the steps since its last checkpoint.
 TensorBoard summaries go to --model_dir/summaries.
+
+--init_from starts a fresh run from a pretrained model: a model directory
+(`checkpoints.convert` output, a `pretrain` / `distill` run) or a named
+teacher (all-minilm-l6-v2). Every encoder weight of it fills the same-named
+weight of --config (a pretrainer's MLM / NSP heads too); what --config adds
+starts fresh. A source tensor whose shape differs, or a config field that
+would change what the weights compute, is refused with its name. A resumed
+run restores its own checkpoint and ignores --init_from.
+
+Mixed-vocabulary training (Zhao et al.), stage I from a pretrained teacher
+(the paper's is BERT-large; here MiniLM keeps its body and word table, the
+student table, its projection and the MLM heads start fresh), on data
+segmented with both vocabularies, then stage II, the student from the
+stage-I student table on student-only data:
+
+    python -m tfmodels.data.create_pretraining_data \
+        --input_file data/pretraining/train.txt.gz \
+        --vocab_file data/vocab/uncased_vocab.txt \
+        --student_vocab_file data/vocab/student_vocab.txt \
+        --output_dir /tmp/mixed --dupe_factor 1
+    python -m tfmodels.training.pretrain --config mixed_vocab_teacher_minilm \
+        --init_from all-minilm-l6-v2 --train_data /tmp/mixed \
+        --model_dir /tmp/stage1 --train_steps 300
+    python -m tfmodels.training.pretrain --config STUDENT.json \
+        --init_student_embeddings_from /tmp/stage1 \
+        --train_data /tmp/student_shards --model_dir /tmp/stage2
+
+(STUDENT.json: a student whose vocab_size is the student vocabulary's and
+whose width is the teacher's mixed_vocab_embedding_size, e.g.
+snips_l6_h192 with vocab_size 4818; experiments/mixed_vocab_student.py runs
+the whole chain.)
 """
 
-import json
 import os
 import sys
 
 from absl import app, flags, logging
 
+from tfmodels.sigterm import exit_on_sigterm
 from tfmodels.training.run_flags import (check_run_flags,
                                          define_run_flags,
                                          optimizer_from_flags,
@@ -30,6 +61,12 @@ define_run_flags(train_steps=1000, learning_rate=1e-3)
 flags.DEFINE_string("init_student_embeddings_from", None,
                     "Mixed-vocabulary stage II: a stage-I run whose student "
                     "embeddings start this model's word embeddings.")
+flags.DEFINE_string("init_from", None,
+                    "Fresh run only: a model directory or a named teacher "
+                    "(all-minilm-l6-v2) whose weights start the same-named "
+                    "weights of --config; its new parts (a mixed-vocabulary "
+                    "teacher's student table and projection, MLM heads an "
+                    "encoder lacks) start fresh. See the module docstring.")
 for _name in ("config", "train_data", "model_dir"):
   flags.mark_flag_as_required(_name)
 
@@ -63,15 +100,25 @@ def main(argv):
   error = check_run_flags()
   if error:
     sys.exit(f"error: {error}")
+  from tfmodels.checkpoints.teachers import TEACHERS
+  if FLAGS.init_from and FLAGS.init_from not in TEACHERS and not (
+      os.path.isfile(os.path.join(FLAGS.init_from, "config.json"))):
+    sys.exit(f"error: --init_from {FLAGS.init_from}: neither a model "
+             f"directory (no config.json) nor a named teacher "
+             f"({', '.join(TEACHERS)})")
   logging.set_verbosity(logging.WARNING)
   import tf_keras as keras
   from tfmodels.configs import ConfigError, load_config
-  from tfmodels.data.pretraining_dataset import (pretraining_dataset,
-                                                 read_meta)
-  from tfmodels.checkpoints.model_dir import Head, write_description
+  from tfmodels.data.pretraining_dataset import check_fits, read_meta
+  from tfmodels.checkpoints.model_dir import (Head, check_run_dir,
+                                              claim_run_dir)
   from tfmodels.models import build_pretrainer
-  from tfmodels.training.loop import Trainer, get_strategy
+  from tfmodels.training.loop import get_strategy, is_chief
+  from tfmodels.staging import OutputError
 
+  # Multi-worker collectives must be set up before any TF op runs (reading
+  # the shards runs some).
+  strategy = get_strategy(FLAGS.distribution_strategy)
   try:
     config = load_config(FLAGS.config)
     meta = read_meta(FLAGS.train_data)
@@ -83,19 +130,38 @@ def main(argv):
       mixed_vocab.check_stage_one_config(config, meta)
     except ValueError as e:
       sys.exit(f"error: --config {e}")
-  elif meta["vocab_size"] > config.vocab_size:
-    sys.exit(f"error: --train_data ids reach {meta['vocab_size']} but "
-             f"--config vocab_size is {config.vocab_size}")
-  # Multi-worker collectives must be set up before any TF op runs.
-  strategy = get_strategy(FLAGS.distribution_strategy)
+  objective = meta["options"]["sentence_objective"]
+  head = Head("pretrainer", sentence_objective=objective)
+  try:  # claim_run_dir checks again, under its lock
+    check_fits(meta, config)
+    check_run_dir(FLAGS.model_dir, config, head)
+  except ValueError as e:
+    sys.exit(f"error: {e}")
   precision_from_flags()
   keras.utils.set_random_seed(FLAGS.seed)
-  objective = meta["options"]["sentence_objective"]
   with strategy.scope():
     model = build_pretrainer(config, sentence_objective=objective)
     optimizer = optimizer_from_flags()
-  write_description(FLAGS.model_dir, config,
-                    Head("pretrainer", sentence_objective=objective))
+  if FLAGS.init_from:
+    import tensorflow as tf
+    if tf.train.latest_checkpoint(FLAGS.model_dir):
+      print("--init_from ignored: resuming from the run's own checkpoint",
+            flush=True)
+    else:  # before anything is written, so a refusal leaves nothing
+      _init_from(model, config, strategy)
+  try:
+    with claim_run_dir(FLAGS.model_dir, config, head,
+                       chief=is_chief(strategy)):
+      _train(strategy, model, optimizer, meta)
+  except OutputError as e:  # another writer or run took it meanwhile
+    sys.exit(f"error: {e}")
+
+
+def _train(strategy, model, optimizer, meta):
+  """Trains to --train_steps in the claimed --model_dir."""
+  from tfmodels.data.pretraining_dataset import pretraining_dataset
+  from tfmodels.distillation import mixed_vocab
+  from tfmodels.training.loop import Trainer
   trainer = Trainer(strategy, model, optimizer, FLAGS.model_dir,
                     FLAGS.keep_checkpoints)
   if FLAGS.init_student_embeddings_from and trainer.start_step == 0:
@@ -118,13 +184,34 @@ def main(argv):
                           FLAGS.train_steps,
                           checkpoint_every=FLAGS.checkpoint_every,
                           log_every=FLAGS.log_every)
-  if history and trainer.chief:
-    with open(os.path.join(FLAGS.model_dir, "history.jsonl"), "a") as f:
-      f.writelines(json.dumps(h) + "\n" for h in history)
+  if history and trainer.chief:  # Trainer appended it to history.jsonl
     print(f"step {history[-1]['step']}: loss {history[-1]['loss']:.4f}")
 
 
+def _init_from(model, config, strategy):
+  """Restores --init_from's matching weights into `model`, or exits."""
+  from tfmodels.checkpoints.model_dir import load_model_dir
+  from tfmodels.checkpoints.teachers import TEACHERS, load_teacher
+  from tfmodels.configs import ConfigError
+  from tfmodels.distillation.mixed_vocab import init_from_pretrained
+  source = FLAGS.init_from
+  try:
+    with strategy.scope():
+      if source in TEACHERS:
+        named = load_teacher(source)
+        pretrained, source_config = named.encoder, named.config
+      else:
+        pretrained, source_config, _ = load_model_dir(source)
+    restored, fresh = init_from_pretrained(model, config, pretrained,
+                                           source_config)
+  except (ConfigError, ValueError, OSError) as e:  # CheckpointError too
+    sys.exit(f"error: --init_from {source}: {e}")
+  print(f"restored {len(restored)} variables from {source}; "
+        f"{len(fresh)} start fresh: {', '.join(fresh)}", flush=True)
+
+
 def run():
+  exit_on_sigterm()
   app.run(main)
 
 

@@ -4,7 +4,8 @@ Each command calls `define_run_flags` with its own defaults, then defines
 what is particular to it, so `pretrain`, `distill` and `finetune` read the
 same way on the command line. `check_run_flags` checks their values (and
 the command's own ranges) before any work: a zero interval or a negative
-rate would otherwise fail mid-run, after checkpoints were written.
+rate would otherwise fail mid-run, after checkpoints were written; so is
+--model_dir's writability.
 """
 
 import math
@@ -67,6 +68,12 @@ def check_run_flags(ranges=None):
   if f.warmup_steps > f.train_steps:
     return (f"--warmup_steps {f.warmup_steps} exceeds --train_steps "
             f"{f.train_steps}")
+  if "model_dir" in f and f.model_dir:  # every training command's output
+    from tfmodels.staging import OutputError, check_writable
+    try:
+      check_writable(f.model_dir, "--model_dir")
+    except OutputError as e:
+      return str(e)
   return None
 
 
