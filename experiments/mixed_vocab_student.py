@@ -1,0 +1,354 @@
+"""The mixed-vocabulary paper's small student on the shipped intent + slot data.
+
+    python -m experiments.mixed_vocab_student --output_dir /tmp/mixed_vocab
+
+Zhao et al.'s recipe, scaled to this host:
+
+  stage I   a mixed-vocabulary teacher (`mixed_vocab_teacher_minilm`:
+            all-MiniLM-L6-v2's shape plus a student table as wide as the
+            student, projected up) starts from MiniLM (`pretrain
+            --init_from`, where the paper starts from BERT-large) and learns
+            eq. 1 on data/pretraining segmented with both vocabularies
+            (p_SV = 0.5)
+  stage II  the student (Table 2's L6 shape, `snips_l6_h192` by default,
+            with the shipped 4818-piece student vocabulary) starts its word
+            table from stage I's student table and learns eq. 2 (MLM + NSP)
+            on student-segmented data
+  NoKD      the paper's baseline: the same student and steps, no stage I
+  task      each is fine-tuned on data/brown_pos as joint intent + slot
+            tagging (genre = intent, POS tags = slots; SNIPS' stand-in) and
+            scored on dev and test: intent accuracy, slot F1, sentence exact
+            match
+
+Held-out masked-LM accuracy of each pre-training run is scored too (stage I
+in its two vocabularies, the students in theirs). Results:
+RESULTS_DIR/mixed_vocab_student.{json,md}. Every step is a command of this
+project; a re-run skips finished steps and a killed one resumes.
+`--scale tiny` runs the chain with a handful of steps to check the wiring
+(numbers meaningless; it still loads MiniLM and the full Brown sets).
+"""
+
+import dataclasses
+import json
+import os
+import sys
+
+from absl import app, flags
+
+from experiments.demo_results import read_history, read_json
+from experiments.paths import DATA, REPO, VOCAB
+from experiments.pipeline import (Step, StepError, check_output_dir,
+                                  python_module, run_steps, sole_writer)
+from experiments.real_teacher import MINILM, MINILM_LABEL
+from tfmodels.sigterm import exit_on_sigterm
+from tfmodels.staging import OutputError, OutputFiles, write_file
+
+FLAGS = flags.FLAGS
+flags.DEFINE_string("output_dir", None, "Data, runs and scores.")
+flags.DEFINE_string("results_dir", os.path.join(REPO, "experiments",
+                                                "results"),
+                    "Where mixed_vocab_student.{json,md} go.")
+flags.DEFINE_enum("student", "snips_l6_h192",
+                  ["snips_l6_h96", "snips_l6_h192", "snips_l6_h256"],
+                  "The student's shape (the paper's Table 2 rows).")
+flags.DEFINE_enum("scale", "full", ["full", "tiny"], "Experiment size.")
+flags.DEFINE_bool("nokd", True, "Also train and score the NoKD baseline "
+                  "(the paper's comparison; doubles stage II and the task).")
+flags.DEFINE_list("force", [], "Step names to re-run even if done.")
+
+RESULTS_NAME = "mixed_vocab_student"
+STUDENT_VOCAB = os.path.join(DATA, "vocab", "student_vocab.txt")
+TASK_DATA = os.path.join(DATA, "brown_pos")
+TEACHER_CONFIG = "mixed_vocab_teacher_minilm"
+SPLITS = ("dev", "test")
+
+
+@dataclasses.dataclass(frozen=True)
+class Scale:
+  pretraining_text: str  # data/pretraining split the shards are cut from
+  seq_length: int  # pre-training and the task
+  max_predictions: int  # masked tokens per sequence (stage I: half teacher)
+  batch_size: int
+  stage_one_steps: int
+  stage_two_steps: int  # the student's and the NoKD baseline's
+  finetune_steps: int
+  stage_one_lr: float = 5e-4
+  stage_two_lr: float = 1e-3
+  finetune_lr: float = 5e-4
+
+
+SCALES = {
+    # Measured on the shared 2-core host: stage I ~3 s a step (MiniLM at
+    # batch 32, L = 64), the H192 student ~0.7 s a step.
+    "full": Scale("train", 64, 10, batch_size=32, stage_one_steps=150,
+                  stage_two_steps=400, finetune_steps=300),
+    "tiny": Scale("heldout", 32, 4, batch_size=4, stage_one_steps=2,
+                  stage_two_steps=2, finetune_steps=2),
+}
+# name -> (method, the run its encoder comes from)
+MODELS = {
+    "student": ("mixed-vocab distilled: stage I from MiniLM, stage II",
+                "stage2"),
+    "nokd": ("NoKD baseline: the same student, MLM + NSP from scratch",
+             "nokd"),
+}
+
+
+class Layout:
+  """Where each step writes under the output directory."""
+
+  def __init__(self, out):
+    self.out = out
+
+  def path(self, *parts):
+    return os.path.join(self.out, *parts)
+
+  def shards(self, name):
+    # The step's directory holds its log and marker; shards one level down.
+    return self.path("data", name, "shards")
+
+  def run(self, name):
+    return self.path("runs", name)
+
+  def finetuned(self, model):
+    return self.path("finetune", model)
+
+  def score(self, name):
+    return self.path("scores", name)
+
+
+def student_vocab_size():
+  with open(STUDENT_VOCAB, encoding="utf-8") as f:
+    return sum(1 for _ in f)
+
+
+def write_configs(layout, student):
+  """The teacher's and student's configs over the shipped student vocab.
+
+  The paper's configs count its 4928-piece vocabulary (Table 2's
+  parameters); the runs use the shipped one, and the teacher's student
+  table is as wide as the student.
+  """
+  from tfmodels.configs import load_config
+  size = student_vocab_size()
+  student_config = load_config(student).replace(vocab_size=size)
+  teacher_config = load_config(TEACHER_CONFIG).replace(
+      mixed_vocab_size=size,
+      mixed_vocab_embedding_size=student_config.embedding_size)
+  paths = {}
+  for role, config in (("teacher", teacher_config),
+                       ("student", student_config)):
+    paths[role] = layout.path("configs", f"{role}.json")
+    write_file(paths[role], config.to_json() + "\n")
+  return paths
+
+
+def build_steps(layout, scale, configs, models=tuple(MODELS)):
+  """The recipe as pipeline steps, for the named `models` (MODELS)."""
+  text = lambda split: os.path.join(DATA, "pretraining", f"{split}.txt.gz")
+  data = {  # name -> (text, student-only?)
+      "mixed": (text(scale.pretraining_text), False),
+      "student": (text(scale.pretraining_text), True),
+      "mixed_heldout": (text("heldout"), False),
+      "student_heldout": (text("heldout"), True)}
+  steps = []
+  for name, (source, student_only) in data.items():
+    vocab = (("--vocab_file", STUDENT_VOCAB) if student_only else
+             ("--vocab_file", VOCAB, "--student_vocab_file", STUDENT_VOCAB,
+              "--max_teacher_predictions", scale.max_predictions // 2))
+    steps.append(Step(f"data_{name}", python_module(
+        "tfmodels.data.create_pretraining_data", "--input_file", source,
+        *vocab, "--output_dir", layout.shards(name), "--max_seq_length",
+        scale.seq_length, "--max_predictions_per_seq", scale.max_predictions,
+        "--dupe_factor", 1, "--random_seed",
+        7 if name.endswith("heldout") else 12345, "--overwrite"),
+        layout.path("data", name)))
+  common = ("--batch_size", scale.batch_size, "--checkpoint_every", 100,
+            "--keep_checkpoints", 1, "--log_every", 10)
+  steps.append(Step("stage1", python_module(
+      "tfmodels.training.pretrain", "--config", configs["teacher"],
+      "--init_from", MINILM, "--train_data", layout.shards("mixed"),
+      "--model_dir", layout.run("stage1"), "--train_steps",
+      scale.stage_one_steps, "--learning_rate", scale.stage_one_lr,
+      "--warmup_steps", scale.stage_one_steps // 10, *common),
+      layout.run("stage1"), (layout.path("data", "mixed"),)))
+  student = ("--config", configs["student"], "--train_data",
+             layout.shards("student"), "--train_steps",
+             scale.stage_two_steps, "--learning_rate", scale.stage_two_lr,
+             "--warmup_steps", scale.stage_two_steps // 10, *common)
+  pretraining = {
+      "stage2": ("--init_student_embeddings_from", layout.run("stage1")),
+      "nokd": ()}
+  heldout = {"stage1": "mixed_heldout", "stage2": "student_heldout",
+             "nokd": "student_heldout"}
+  # The student's whole chain first, then the baseline's.
+  for model, (_, run) in MODELS.items():
+    if model not in models:
+      continue
+    inputs = (layout.path("data", "student"),) + (
+        (layout.run("stage1"),) if run == "stage2" else ())
+    steps.append(Step(run, python_module(
+        "tfmodels.training.pretrain", *student, "--model_dir",
+        layout.run(run), *pretraining[run]), layout.run(run), inputs))
+    steps.append(Step(f"finetune_{model}", python_module(
+        "tfmodels.training.finetune", "--task", "intent_slot", "--data_dir",
+        TASK_DATA, "--init_dir", layout.run(run), "--model_dir",
+        layout.finetuned(model), "--vocab_file", STUDENT_VOCAB,
+        "--max_seq_length", scale.seq_length, "--train_steps",
+        scale.finetune_steps, "--batch_size", scale.batch_size,
+        "--learning_rate", scale.finetune_lr, "--checkpoint_every", 100,
+        "--keep_checkpoints", 1, "--log_every", 10), layout.finetuned(model),
+        (layout.run(run),)))
+    steps.append(_score(f"test_{model}", layout, layout.finetuned(model),
+                        ("--data_dir", TASK_DATA, "--split", "test")))
+    for scored in (("stage1", run) if run == "stage2" else (run,)):
+      steps.append(_score(f"mlm_{scored}", layout, layout.run(scored), (
+          "--pretraining_data", layout.shards(heldout[scored])),
+          (layout.path("data", heldout[scored]),)))
+  return steps
+
+
+def _score(name, layout, model_dir, args, inputs=()):
+  """`evaluate` of model_dir, its JSON kept in the step's directory."""
+  return Step(name, python_module(
+      "tfmodels.training.evaluate", "--model_dir", model_dir, *args,
+      "--overwrite", "--output", os.path.join(layout.score(name),
+                                              "scores.json")),
+      layout.score(name), (model_dir,) + tuple(inputs))
+
+
+def collect(layout, scale, student, command, models=tuple(MODELS)):
+  """{"command", "host", "scale", "student_config", "pretraining", "rows"}."""
+  from android_bench.device_info import host_facts
+  from tfmodels.configs import load_config
+  from tfmodels.summary import PAPER_FIGURES, count
+  host = host_facts()
+  paper = {f.metric: f.value for f in PAPER_FIGURES.get(student, [])}
+  config_file = layout.path("configs", "student.json")
+  params = (count(load_config(config_file))["params_encoder"]
+            if os.path.exists(config_file) else None)
+  pretraining = {}
+  runs = ["stage1"] + [MODELS[m][1] for m in models]
+  for run in runs:
+    history = read_history(os.path.join(layout.run(run), "history.jsonl"))
+    pretraining[run] = {
+        "steps": history[-1]["step"] if history else None,
+        "mlm_loss_first": history[0]["mlm_loss"] if history else None,
+        "mlm_loss_last": history[-1]["mlm_loss"] if history else None,
+        "heldout": read_json(os.path.join(layout.score(f"mlm_{run}"),
+                                          "scores.json"))}
+  rows = []
+  for model in models:
+    method = MODELS[model][0]
+    rows.append({
+        "name": model, "method": method, "config": student,
+        "encoder_params": params,
+        "paper_params": paper.get("params_encoder"),
+        "dev": read_json(os.path.join(layout.finetuned(model),
+                                      "eval_results.json")),
+        "test": read_json(os.path.join(layout.score(f"test_{model}"),
+                                       "scores.json"))})
+  return {"command": command,
+          "host": f"{host['model']}, {host['cores']} cores, {host['os']}",
+          "scale": dataclasses.asdict(scale), "student_config": student,
+          "teacher": MINILM_LABEL, "pretraining": pretraining, "rows": rows}
+
+
+def markdown(results):
+  """The task scores per model and split, then how pre-training went."""
+  pct = lambda v: "n/a" if v is None else f"{100 * v:.1f}"
+  s = results["scale"]
+  lines = [f"`{results['command']}` on {results['host']}.", "",
+           f"Stage I {s['stage_one_steps']} steps from {results['teacher']}, "
+           f"stage II and NoKD {s['stage_two_steps']} steps each (batch "
+           f"{s['batch_size']}, L = {s['seq_length']}, data/pretraining "
+           f"{s['pretraining_text']}); intent + slot fine-tuning "
+           f"{s['finetune_steps']} steps on data/brown_pos (genre = intent, "
+           "POS tags = slots). Student: "
+           f"`{results['student_config']}` with the shipped student "
+           "vocabulary.", "",
+           "| model | encoder params (paper) | split | intent acc | slot F1 "
+           "| sentence exact match |",
+           "| --- | --- | --- | --- | --- | --- |"]
+  for r in results["rows"]:
+    params = ("n/a" if r["encoder_params"] is None else
+              f"{r['encoder_params'] / 1e6:.2f}M")
+    if r["paper_params"]:
+      params += f" ({r['paper_params'] / 1e6:.1f}M)"
+    for split in SPLITS:
+      m = r[split] or {}
+      lines.append(
+          f"| {r['name']}: {r['method']} | {params} | {split} | "
+          f"{pct(m.get('intent_accuracy'))} | {pct(m.get('slot_f1'))} | "
+          f"{pct(m.get('sentence_exact_match'))} |")
+  lines += ["", "Pre-training (masked-LM loss of the first and last step; "
+            "held-out masked-LM accuracy, each label in its own "
+            "vocabulary's softmax):", ""]
+  for run, p in results["pretraining"].items():
+    held = p["heldout"] or {}
+    first, last = p["mlm_loss_first"], p["mlm_loss_last"]
+    lines.append(
+        f"- {run}: {p['steps'] or 0} steps, MLM loss "
+        f"{'n/a' if first is None else f'{first:.2f}'} -> "
+        f"{'n/a' if last is None else f'{last:.2f}'}, held-out MLM accuracy "
+        f"{pct(held.get('mlm_accuracy'))}%")
+  return "\n".join(lines) + "\n"
+
+
+def main(argv):
+  """Flags first (one line each), then the run, alone in --output_dir."""
+  if len(argv) > 1:
+    sys.exit(f"error: unexpected arguments: {' '.join(argv[1:])}")
+  if not FLAGS.output_dir:
+    sys.exit("error: --output_dir is required")
+  scale = SCALES[FLAGS.scale]
+  layout = Layout(os.path.abspath(FLAGS.output_dir))
+  models = tuple(MODELS) if FLAGS.nokd else ("student",)
+  try:  # both places are checked before the work
+    check_output_dir(FLAGS.output_dir)
+    check_output_dir(FLAGS.results_dir, "--results_dir")
+    with sole_writer(layout.out):
+      configs = write_configs(layout, FLAGS.student)
+      steps = build_steps(layout, scale, configs, models)
+      unknown = sorted(set(FLAGS.force) - {s.name for s in steps})
+      if unknown:
+        sys.exit(f"error: --force {','.join(unknown)}: not a step (steps: "
+                 f"{', '.join(s.name for s in steps)})")
+      out = OutputFiles(FLAGS.results_dir, overwrite=True,
+                        flag="--results_dir")
+      try:
+        run_experiment(layout, scale, steps, models, out)
+      finally:
+        out.discard()  # committed already, or nothing half-written
+  except OutputError as e:
+    sys.exit(f"error: {e}")
+  except KeyboardInterrupt:
+    sys.exit("interrupted; run the same command again to resume")
+
+
+def run_experiment(layout, scale, steps, models, out):
+  """Runs the steps, then writes the results into `out` (OutputFiles)."""
+  failure = None
+  try:
+    run_steps(steps, force=set(FLAGS.force))
+  except StepError as e:
+    failure = f"error: {e}"  # still report what was measured
+  command = " ".join(["python -m experiments.mixed_vocab_student"]
+                     + sys.argv[1:])
+  results = collect(layout, scale, FLAGS.student, command, models)
+  table = markdown(results)
+  out.add(RESULTS_NAME + ".json", json.dumps(results, indent=1) + "\n")
+  out.add(RESULTS_NAME + ".md", f"# {RESULTS_NAME}\n\n" + table)
+  out.commit()
+  print(table)
+  if failure:
+    sys.exit(failure)
+
+
+def run():
+  exit_on_sigterm()
+  app.run(main)
+
+
+if __name__ == "__main__":
+  run()
