@@ -22,7 +22,12 @@ and scored on --data_dir's --eval_split. It writes, in --output_dir:
 
 A run that breaks --max_metric_drop or --max_float_diff exits non-zero and
 leaves only the report; bad input exits with a one-line error and writes
-nothing.
+nothing. After --substitute, --max_metric_drop still measures every file
+against the original model (before substitution), and the report gives
+both drops. --qat_steps N fine-tunes a fake-quantized copy on the task's
+train split first and converts int8 from it with the learned ranges
+(converters/qat.py; converters/qat_report.py measures it against
+post-training int8).
 """
 
 import dataclasses
@@ -93,6 +98,16 @@ flags.DEFINE_float("recover_learning_rate", 1e-4, "Adam learning rate of "
 flags.DEFINE_integer("recover_batch_size", 16, "Batch size of the recovery.")
 flags.DEFINE_integer("num_fit_samples", 256, "Examples the NoNorms are "
                      "fitted on (and the recovery's loss is measured on).")
+flags.DEFINE_integer("qat_steps", 0, "Quantization-aware training: "
+                     "fine-tune the model under int8 fake quantization for "
+                     "this many steps on --data_dir's train split, then "
+                     "convert int8 from it with the learned ranges "
+                     "(converters/qat.py); float modes are converted from "
+                     "the model as it is.")
+flags.DEFINE_float("qat_learning_rate", 1e-5, "Peak AdamW learning rate of "
+                   "the QAT fine-tuning.")
+flags.DEFINE_integer("qat_batch_size", 16, "Batch size of the QAT "
+                     "fine-tuning.")
 flags.DEFINE_bool("overwrite", False, "Replace existing output files.")
 flags.mark_flag_as_required("output_dir")
 
@@ -139,6 +154,25 @@ def _head_hint(model_dir):
 
 def _progress(message):
   print(message, flush=True)
+
+
+def _check_qat_flags(modes):
+  if FLAGS.qat_steps < 0:
+    raise UsageError(f"--qat_steps {FLAGS.qat_steps}: must be >= 0")
+  if not FLAGS.qat_steps:
+    return
+  if FLAGS.model_dir is None:
+    raise UsageError("--qat_steps needs --model_dir (a Keras model to "
+                     "fine-tune)")
+  if not FLAGS.data_dir:
+    raise UsageError("--qat_steps needs --data_dir (it trains on the task's "
+                     "train split)")
+  if "int8" not in modes or "int16x8" in modes:
+    raise UsageError("--qat_steps trains for int8: --modes must include "
+                     "int8 and not int16x8")
+  if FLAGS.qat_learning_rate <= 0 or FLAGS.qat_batch_size < 1:
+    raise UsageError("--qat_learning_rate must be > 0 and --qat_batch_size "
+                     ">= 1")
 
 
 @dataclasses.dataclass
@@ -192,6 +226,7 @@ def plan(out):
   if FLAGS.recover_steps < 0 or (FLAGS.recover_steps and
                                  FLAGS.substitute is None):
     raise UsageError("--recover_steps needs --substitute and must be >= 0")
+  _check_qat_flags(modes)
   if FLAGS.num_calibration_samples < 1 or FLAGS.num_compare < 1:
     raise UsageError("--num_calibration_samples and --num_compare must be "
                      "positive")
@@ -226,6 +261,8 @@ class Reference:
   labels: list | dict | None  # class names (metadata.attach's labels)
   substitution: dict | None = None  # what --substitute did and cost
   nonorm_folding: dict | None = None  # what --fold_nonorm did
+  qat: object = None  # qat.QuantizationAware, int8 is converted from it
+  qat_facts: dict | None = None  # what --qat_steps did
 
 
 def load_reference(p):
@@ -278,7 +315,8 @@ def _keras_outputs(model, head, inputs):
 def substitute_reference(p, ref):
   """--substitute / --recover_steps: swaps the model to convert for the
   substituted (and recovered) one, scores each stage, and records it all in
-  ref.substitution. The report then compares TFLite with this new model."""
+  ref.substitution. The report compares TFLite with this new model, and
+  the gate with the original (write_outputs)."""
   from converters import representative, substitution, validate
   from tfmodels.checkpoints.model_dir import Head
   spec = substitution.parse_spec(FLAGS.substitute)
@@ -329,22 +367,64 @@ def substitute_reference(p, ref):
   ref.substitution = facts
 
 
+def qat_reference(p, ref):
+  """--qat_steps: a fake-quantized copy of the model (NoNorms folded
+  first, as the export would), calibrated, fine-tuned on the task and
+  scored; int8 is then converted from it."""
+  import tf_keras as keras
+  from converters import conversion, qat, representative, validate
+  model, folding = ref.source.model, None
+  if FLAGS.fold_nonorm:
+    model, folding = conversion.fold_for_export(model, p.config)
+  if model is ref.source.model:  # QAT changes the layers it is given
+    model = keras.models.clone_model(ref.source.model)
+    model.set_weights(ref.source.model.get_weights())
+  quantized = qat.QuantizationAware(model)
+  _progress("QAT: calibrating the fake-quantization ranges")
+  quantized.calibrate(representative.sample(ref.calibration,
+                                            FLAGS.num_calibration_samples))
+  features = ref.task.features("train")
+  _progress(f"QAT: {FLAGS.qat_steps} steps of fine-tuning under fake "
+            "quantization")
+  facts = qat.train(quantized, ref.task, features, FLAGS.qat_steps,
+                    FLAGS.qat_batch_size, FLAGS.qat_learning_rate,
+                    eval_features=representative.sample(
+                        features, FLAGS.num_fit_samples), log=_progress)
+  _progress(f"scoring the fake-quantized Keras model on {FLAGS.eval_split}")
+  facts["metrics"] = ref.task.evaluate(quantized, FLAGS.eval_split)
+  facts["headline"] = validate.headline(facts["metrics"])[1]
+  facts["nonorm_folding"] = folding
+  ref.qat, ref.qat_facts = quantized, facts
+
+
 def convert_modes(p, ref):
   """{mode: (bytes of the final file, its measurements)}."""
   from converters import (contract, conversion, metadata,
                           representative, validate)
+  from converters.quantize import INTEGER_MODES
   expected = {k: (1,) + v.shape[1:] for k, v in ref.outputs.items()}
-  result = conversion.convert_model(
-      ref.source.model, ref.source.head, p.seq_length, p.modes,
-      ref.calibration and representative.calibration_dataset(
-          ref.calibration, FLAGS.num_calibration_samples),
-      config=ref.source.config, fold_nonorm=FLAGS.fold_nonorm,
-      strict_int8=FLAGS.strict_int8,
-      allow_select_tf_ops=FLAGS.allow_select_tf_ops,
-      int8_recipe=FLAGS.int8_recipe, log=_progress)
-  ref.nonorm_folding = result.nonorm_folding
+  dataset = ref.calibration and representative.calibration_dataset(
+      ref.calibration, FLAGS.num_calibration_samples)
+  options = dict(strict_int8=FLAGS.strict_int8,
+                 allow_select_tf_ops=FLAGS.allow_select_tf_ops,
+                 int8_recipe=FLAGS.int8_recipe, log=_progress)
+  from_qat = [m for m in p.modes if ref.qat and m in INTEGER_MODES]
+  files = {}
+  if len(from_qat) < len(p.modes):
+    result = conversion.convert_model(
+        ref.source.model, ref.source.head, p.seq_length,
+        [m for m in p.modes if m not in from_qat], dataset,
+        config=ref.source.config, fold_nonorm=FLAGS.fold_nonorm, **options)
+    ref.nonorm_folding = result.nonorm_folding
+    files.update(result.files)
+  if from_qat:  # already folded: qat_reference
+    _progress("converting the QAT model with its learned ranges")
+    files.update(conversion.convert_model(
+        ref.qat, ref.source.head, p.seq_length, from_qat, dataset,
+        fold_nonorm=False, **options).files)
   converted = {}
-  for mode, (data, _) in result.files.items():
+  for mode in p.modes:
+    data = files[mode][0]
     try:
       facts = contract.check(data, expected, p.seq_length,
                              FLAGS.allow_select_tf_ops)
@@ -376,10 +456,12 @@ def write_outputs(p, ref, converted, out):
            "int8_recipe": FLAGS.int8_recipe,
            "substitution": ref.substitution,
            "nonorm_folding": ref.nonorm_folding,
+           "qat": ref.qat_facts,
            "num_compare": int(len(ref.inputs["ids"]))}
+  original = (ref.substitution or {}).get("metrics", {}).get("original")
   report = validate.build_report(
       facts, ref.metrics, {m: r for m, (_, r) in converted.items()},
-      FLAGS.max_float_diff, FLAGS.max_metric_drop)
+      FLAGS.max_float_diff, FLAGS.max_metric_drop, original)
   if report["passed"]:
     task = {"name": p.task_name, "data_dir": FLAGS.data_dir,
             "split": FLAGS.eval_split} if ref.task else None
@@ -396,7 +478,9 @@ def write_outputs(p, ref, converted, out):
       out.add(p.files[mode][1], json.dumps(card, indent=2) + "\n")
   out.add(p.reports[0], json.dumps(report, indent=2, default=_jsonable)
           + "\n")
-  out.add(p.reports[1], validate.markdown(report))
+  from converters.qat import markdown_lines
+  out.add(p.reports[1], validate.markdown(report)
+          + "".join(f"{line}\n" for line in markdown_lines(ref.qat_facts)))
   return report
 
 
@@ -409,6 +493,8 @@ def convert(out):
   ref = load_reference(p)
   if FLAGS.substitute:
     substitute_reference(p, ref)
+  if FLAGS.qat_steps:
+    qat_reference(p, ref)
   converted = convert_modes(p, ref)
   return write_outputs(p, ref, converted, out), os.path.join(
       FLAGS.output_dir, p.reports[1])

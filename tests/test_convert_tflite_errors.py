@@ -138,6 +138,21 @@ def test_existing_files_need_overwrite(classifier, tmp_path):
     (("--num_threads", "0"), "--num_threads 0: must be >= 1"),
     (("--name", "../../x"), "--name ../../x: a file name stem, not a path"),
     (("--name", "sub/x"), "--name sub/x: a file name stem, not a path"),
+    (("--qat_steps", "5"), "--qat_steps trains for int8: --modes must "
+     "include int8"),
+    (("--qat_steps", "5", "--modes", "int8,int16x8"), "and not int16x8"),
+    (("--qat_steps", "-1"), "--qat_steps -1: must be >= 0"),
+    (("--qat_steps", "5", "--modes", "int8", "--qat_learning_rate", "0"),
+     "--qat_learning_rate must be > 0"),
 ])
 def test_flag_mistakes(classifier, tmp_path, extra, expect):
   _refused(tmp_path, *_common(classifier, *extra), expect=expect)
+
+
+def test_qat_needs_the_task_data(classifier, tmp_path):
+  model_dir, data = classifier
+  _refused(tmp_path, "--model_dir", model_dir, "--task", "spam",
+           "--representative_data", os.path.join(data, "train.tsv"),
+           "--vocab_file", tiny_models.VOCAB, "--max_seq_length", 64,
+           "--modes", "int8", "--qat_steps", 5,
+           expect="--qat_steps needs --data_dir")

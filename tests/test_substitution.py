@@ -172,3 +172,71 @@ def test_substitution_flags_are_checked_before_work(bert_classifier, tmp_path):
     lines = result.stderr.strip().splitlines()
     assert lines[-1].startswith("error:") and message in lines[-1], lines[-1]
     assert not os.path.exists(out) or not os.listdir(out)
+
+
+def test_gate_measures_against_the_original_model(bert_classifier, tmp_path):
+  """A substitution that loses more than --max_metric_drop is refused even
+  when TFLite matches the substituted model: the gate compares with the
+  model before substitution, and the report keeps both drops."""
+  model_dir, data = bert_classifier
+  out = tmp_path / "gated"
+  # NoNorms fitted on 4 examples only: the substituted model loses a dev
+  # example (1.67 points) that TFLite float32 then reproduces exactly.
+  result = tiny_models.run_converter(
+      "--model_dir", model_dir, "--task", "spam", "--data_dir", data,
+      "--output_dir", out, "--name", "spam", "--modes", "float32",
+      "--max_seq_length", tiny_models.SEQ_LENGTH,
+      "--vocab_file", tiny_models.VOCAB,
+      "--substitute", "layernorm=nonorm,gelu=relu", "--num_fit_samples", 4,
+      "--max_metric_drop", 1.0)
+  assert result.returncode != 0
+  lines = [l for l in result.stderr.splitlines() if l.strip()]
+  assert lines[-1].startswith("error: validation failed: float32: "), (
+      lines[-1])
+  assert "below the original model" in lines[-1]
+  report = json.loads((out / "spam_report.json").read_text())
+  points = report["substitution"]["headline"]
+  assert report["original"]["metric"]["points"] == pytest.approx(
+      points["original"])
+  metric = report["modes"]["float32"]["metric"]
+  assert metric["drop_from_original"] == pytest.approx(
+      points["original"] - metric["points"])
+  assert metric["drop"] == pytest.approx(points["substituted"]
+                                         - metric["points"])
+  # Against the substituted model it would have passed; not any more.
+  assert metric["drop"] <= 1.0 < metric["drop_from_original"]
+  assert not report["passed"]
+  assert sorted(os.listdir(out)) == ["spam_report.json", "spam_report.md"]
+  assert "vs original" in (out / "spam_report.md").read_text()
+
+
+def test_build_report_gates_on_the_original_metric():
+  """The MiniLM spam case of issue 19: 98.8 -> 70.5 by substitution,
+  recovered to 98.0, int8 97.9: the int8 drop is 0.1 against the recovered
+  model but 0.9 against the original."""
+  from converters import validate
+
+  def mode(accuracy):
+    return {"metrics": {"accuracy": accuracy}, "float_ops": {},
+            "select_tf_ops": [], "difference": {"max_abs": 0.0}}
+
+  report = validate.build_report(
+      {}, {"accuracy": 0.980}, {"int8": mode(0.979)}, max_metric_drop=0.5,
+      original_metrics={"accuracy": 0.988})
+  metric = report["modes"]["int8"]["metric"]
+  assert metric["drop"] == pytest.approx(0.1)
+  assert metric["drop_from_original"] == pytest.approx(0.9)
+  assert not report["passed"]
+  assert "0.90 points below the original model (98.80" in report[
+      "failures"][0]
+  assert "0.10 below the substituted model" in report["failures"][0]
+  passed = validate.build_report(
+      {}, {"accuracy": 0.980}, {"int8": mode(0.979)}, max_metric_drop=1.0,
+      original_metrics={"accuracy": 0.988})
+  assert passed["passed"] and passed["original"]["metric"]["points"] == (
+      pytest.approx(98.8))
+  # Without a substitution nothing changes.
+  plain = validate.build_report({}, {"accuracy": 0.980},
+                                {"int8": mode(0.979)}, max_metric_drop=0.5)
+  assert plain["passed"] and "original" not in plain
+  assert "drop_from_original" not in plain["modes"]["int8"]["metric"]

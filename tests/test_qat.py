@@ -1,0 +1,181 @@
+"""Quantization-aware training (converters/qat.py, convert_tflite --qat_steps).
+
+On the tiny BERT (LayerNorm + gelu) spam classifier: a few QAT steps lower
+the fake-quantized model's loss and move its ranges; the int8 file the
+converter makes from it carries those ranges (not its own calibration's)
+and computes what the fake-quantized Keras model computes; the command
+reports it.
+"""
+
+import json
+
+import numpy as np
+import pytest
+import tensorflow as tf
+import tf_keras as keras
+
+from converters import conversion, export, qat, representative, runtime
+from converters import source, validate
+from fixtures.converters import tiny_models
+from tfmodels.tokenization import WordPieceTokenizer
+from tfmodels.training.tasks import make_task
+
+
+@pytest.fixture(scope="module")
+def trained(tmp_path_factory):
+  """(QuantizationAware after 40 steps, its facts, task, float model)."""
+  base = tmp_path_factory.getbasetemp()
+  model_dir = tiny_models.trained_classifier(base, "tiny_bert", 80,
+                                             "bert_classifier")
+  src = source.load_source(model_dir)
+  task = make_task("spam", tiny_models.spam_data(base),
+                   WordPieceTokenizer(tiny_models.VOCAB),
+                   tiny_models.SEQ_LENGTH)
+  features = task.features("train")
+  model = keras.models.clone_model(src.model)
+  model.set_weights(src.model.get_weights())
+  quantized = qat.QuantizationAware(model)
+  quantized.calibrate(representative.sample(features, 64))
+  calibrated = quantized.ranges()
+  facts = qat.train(quantized, task, features, steps=40, batch_size=16,
+                    learning_rate=1e-4,
+                    eval_features=representative.sample(features, 64))
+  return quantized, facts, calibrated, task, src.model
+
+
+def test_qat_lowers_the_loss_and_moves_the_ranges(trained):
+  quantized, facts, calibrated, _, _ = trained
+  # tiny_bert: 14 Dense layers (q, k, v, out, 2 FFN per layer x 2, pooler,
+  # logits), each with an input and an output range.
+  assert facts["quantized_tensors"] == 28 == calibrated.shape[1]
+  assert facts["loss_after"] < facts["loss_before"]
+  assert facts["range_shift"] > 0
+  assert not np.allclose(quantized.ranges(), calibrated)
+  # Every range holds 0 (integer zero points) and is not empty.
+  ranges = quantized.ranges()
+  assert np.all(ranges[0] <= 0) and np.all(ranges[1] >= 0)
+  assert np.all(ranges[1] - ranges[0] > 0)
+
+
+def test_rounded_kernel_is_on_the_per_channel_int8_grid():
+  w = tf.constant(np.random.default_rng(0).normal(size=(6, 4)), tf.float32)
+  q = qat.rounded_kernel(w).numpy()
+  scale = np.abs(w.numpy()).max(0) / 127
+  steps = q / scale
+  np.testing.assert_allclose(steps, np.round(steps), atol=1e-3)
+  assert np.abs(q - w.numpy()).max() <= scale.max() / 2 + 1e-6
+  with tf.GradientTape() as tape:
+    tape.watch(w)
+    loss = tf.reduce_sum(qat.rounded_kernel(w) * 3.0)
+  np.testing.assert_allclose(tape.gradient(loss, w), 3.0)  # straight through
+  table = qat.rounded_table(w).numpy()
+  steps = table / (np.abs(w.numpy()).max() / 127)  # one scale per table
+  np.testing.assert_allclose(steps, np.round(steps), atol=1e-3)
+  p = qat.quantized_probabilities(tf.constant([0.0, 0.3, 0.999])).numpy()
+  np.testing.assert_allclose(p * 256, np.round(p * 256), atol=1e-3)
+  assert p[2] <= 255 / 256
+
+
+def _fc_ranges(data):
+  """[(min, max)] of every FULLY_CONNECTED input and output of the file."""
+  from ai_edge_litert.interpreter import Interpreter
+  interpreter = Interpreter(model_content=data)
+  tensors = {t["index"]: t for t in interpreter.get_tensor_details()}
+  ranges = []
+  for op in interpreter._get_ops_details():  # pylint: disable=protected-access
+    if op["op_name"] == "FULLY_CONNECTED":
+      for index in (op["inputs"][0], op["outputs"][0]):
+        scale, zero = tensors[index]["quantization"]
+        ranges.append((scale * (-128 - zero), scale * (127 - zero), scale))
+  return ranges
+
+
+def test_int8_file_uses_the_learned_ranges_and_matches_fake_quant(trained):
+  quantized, _, _, task, float_model = trained
+  # Widen every range by half, so the file's ranges can only be these and
+  # not what the converter's own calibration would find.
+  for point in quantized.activations:
+    for name in ("min_var", "max_var"):
+      point.variables[name].assign(1.5 * point.variables[name])
+  learned = quantized.ranges()
+  features = task.features("dev")
+  data = conversion.convert_model(
+      quantized, "classifier", tiny_models.SEQ_LENGTH, ["int8"],
+      representative.calibration_dataset(features, 16), fold_nonorm=False,
+      int8_recipe="standard").files["int8"][0]
+  ranges = _fc_ranges(data)
+  assert len(ranges) == 28
+  for low, high in learned.T:
+    # FakeQuant nudges a range by under one step to put 0 on the grid.
+    step = (high - low) / 255
+    assert any(abs(lo - low) <= 1.01 * step and abs(hi - high) <= 1.01 * step
+               for lo, hi, _ in ranges), (low, high)
+  inputs = validate.contract_inputs(features, slice(0, 32))
+  features_in = export.features_of({k: tf.constant(v)
+                                    for k, v in inputs.items()})
+
+  def probabilities(model):
+    return export.contract_outputs("classifier", model(features_in))[
+        "probability"].numpy()
+
+  out = runtime.LiteRTModel(data, 2).run_batch(inputs)["probability"]
+  fake = probabilities(quantized)
+  # Close on average; the int8 file also rounds what QAT leaves float
+  # (residual adds, norms, softmax), so single examples move more.
+  difference = np.abs(out - fake).mean()
+  assert difference < 0.03, difference
+  assert (out.argmax(-1) == fake.argmax(-1)).mean() >= 0.9
+  # The fake quantization is really on: the QAT model differs from float.
+  assert np.abs(fake - probabilities(float_model)).max() > 1e-4
+
+
+def test_convert_tflite_qat_steps(tmp_path_factory, tmp_path):
+  base = tmp_path_factory.getbasetemp()
+  model_dir = tiny_models.trained_classifier(base, "tiny_bert", 80,
+                                             "bert_classifier")
+  out = tmp_path / "out"
+  result = tiny_models.run_converter(
+      "--model_dir", model_dir, "--task", "spam", "--data_dir",
+      tiny_models.spam_data(base), "--output_dir", out, "--name", "spam",
+      "--modes", "float32,int8", "--max_seq_length", tiny_models.SEQ_LENGTH,
+      "--vocab_file", tiny_models.VOCAB, "--num_calibration_samples", 32,
+      "--qat_steps", 20, "--qat_learning_rate", "1e-4",
+      "--int8_recipe", "standard", "--max_metric_drop", 10)
+  assert result.returncode == 0, result.stderr[-3000:]
+  report = json.loads((out / "spam_report.json").read_text())
+  facts = report["qat"]
+  assert facts["steps"] == 20 and facts["quantized_tensors"] == 28
+  assert facts["loss_after"] < facts["loss_before"]
+  assert 0 <= facts["headline"] <= 100
+  # float32 comes from the model as it is, int8 from the QAT model.
+  assert report["modes"]["float32"]["difference"]["max_abs"] < 1e-4
+  assert report["modes"]["int8"]["metric"]["drop"] <= 10
+  assert "FULLY_CONNECTED" not in report["modes"]["int8"]["float_ops"]
+  markdown = (out / "spam_report.md").read_text()
+  assert "## Quantization-aware training" in markdown
+  assert (out / "spam_int8.tflite").exists()
+
+
+def test_qat_report_row_and_markdown():
+  from converters import qat_report
+
+  def report(points, **extra):
+    return {"task": "spam", "eval_split": "dev", "seq_length": 128,
+            "keras": {"metric": {"name": "accuracy", "points": 96.5}},
+            "modes": {"float32": {"metric": {"points": 96.5}},
+                      "int8": {"metric": {"points": points},
+                               "float_ops": {"CAST": 1}}}, **extra}
+  facts = {"headline": 97.0, "steps": 200, "batch_size": 16,
+           "learning_rate": 1e-5, "loss_before": 0.2, "loss_after": 0.1,
+           "range_shift": 0.01, "quantized_tensors": 76}
+  r = qat_report.row(report(95.0), report(96.25, qat=facts), "m",
+                     "standard", "python -m converters.qat_report x",
+                     {"ptq": 1, "qat": 2})
+  assert (r["float_metric"], r["ptq_metric"], r["qat_metric"]) == (
+      96.5, 95.0, 96.25)
+  assert r["ptq_drop"] == pytest.approx(1.5)
+  assert r["qat_drop"] == pytest.approx(0.25)
+  text = qat_report.markdown([r])
+  assert ("| m | spam (dev) | standard | accuracy | 96.50 | 95.00 | -1.50 | "
+          "96.25 | -0.25 | 97.00 | 200 | 0.2 -> 0.1 |") in text
+  assert "`python -m converters.qat_report x`" in text
