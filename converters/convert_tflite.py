@@ -30,6 +30,7 @@ train split first and converts int8 from it with the learned ranges
 post-training int8).
 """
 
+import contextlib
 import dataclasses
 import json
 import os
@@ -517,20 +518,22 @@ def main(argv):
   if len(argv) > 1:
     raise app.UsageError(f"unexpected arguments: {' '.join(argv[1:])}")
   logging.set_verbosity(logging.WARNING)
-  from tfmodels.staging import OutputFiles
-  try:
-    out = OutputFiles(FLAGS.output_dir, FLAGS.overwrite)
-  except ValueError as e:
-    sys.exit(f"error: {e}")
-  try:
-    report, markdown = convert(out)
-    written = out.commit()
-  except BaseException as e:
-    out.discard()
-    if not isinstance(e, _known_errors()):
-      raise
-    text = str(e).strip() or repr(e)
-    sys.exit(f"error: {text.splitlines()[0]}")
+  from tfmodels.staging import OutputFiles, output_lock
+  with contextlib.ExitStack() as held:
+    try:  # one writer per output directory: a second is refused
+      held.enter_context(output_lock(FLAGS.output_dir))
+      out = OutputFiles(FLAGS.output_dir, FLAGS.overwrite)
+    except ValueError as e:
+      sys.exit(f"error: {e}")
+    try:
+      report, markdown = convert(out)
+      written = out.commit()
+    except BaseException as e:
+      out.discard()
+      if not isinstance(e, _known_errors()):
+        raise
+      text = str(e).strip() or repr(e)
+      sys.exit(f"error: {text.splitlines()[0]}")
   print(f"wrote {', '.join(written)}")
   if not report["passed"]:
     sys.exit(f"error: validation failed: {report['failures'][0]} (no model "
@@ -538,6 +541,8 @@ def main(argv):
 
 
 def run():
+  from tfmodels.sigterm import exit_on_sigterm
+  exit_on_sigterm()
   app.run(main)
 
 

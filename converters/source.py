@@ -93,9 +93,12 @@ def _model_variable_count(prefix):
 def load_model_dir_source(model_dir):
   """A `save_model_dir` output or a pretrain / distill / finetune run."""
   import tensorflow as tf
-  from tfmodels.checkpoints.model_dir import encoder_of, load_model_dir
+  from tfmodels.checkpoints.model_dir import (CorruptCheckpointError,
+                                              encoder_of, load_model_dir)
   try:
     model, config, head = load_model_dir(model_dir)
+  except CorruptCheckpointError as e:
+    raise SourceError(f"--model_dir {model_dir}: {e}") from None
   except (ValueError, TypeError, AssertionError, tf.errors.OpError) as e:
     reason = str(e).splitlines()[0][:300]
     raise SourceError(f"--model_dir {model_dir}: checkpoint does not match "

@@ -156,3 +156,38 @@ def test_qat_needs_the_task_data(classifier, tmp_path):
            "--vocab_file", tiny_models.VOCAB, "--max_seq_length", 64,
            "--modes", "int8", "--qat_steps", 5,
            expect="--qat_steps needs --data_dir")
+
+
+def test_truncated_checkpoint_is_named(classifier, tmp_path):
+  model_dir, _ = classifier
+  broken = tmp_path / "truncated"
+  shutil.copytree(model_dir, broken)
+  data = next(broken.glob("ckpt-*.data-*"))
+  data.write_bytes(data.read_bytes()[:1000])
+  line = _refused(tmp_path, *_common(classifier)[2:], "--model_dir", broken,
+                  "--modes", "float32", expect="truncated or corrupt",
+                  one_line=False)
+  assert f"{broken}/ckpt-1: cannot read the checkpoint" in line
+
+
+def test_a_second_writer_into_one_output_is_refused(classifier, tmp_path):
+  import subprocess
+  import sys
+  out = tmp_path / "shared"
+  out.mkdir()
+  (out / "earlier.txt").write_text("mine")
+  holder = subprocess.Popen(
+      [sys.executable, "-c",
+       "import time\nfrom tfmodels import staging\n"
+       f"with staging.output_lock({str(out)!r}):\n"
+       "  print('held', flush=True); time.sleep(60)"],
+      stdout=subprocess.PIPE, text=True, cwd=tiny_models.REPO)
+  try:
+    assert holder.stdout.readline().strip() == "held"
+    line = _refused(tmp_path, *_common(classifier), "--modes", "float32",
+                    output_dir=out, expect="another process")
+    assert f"(pid {holder.pid}) is writing it" in line
+  finally:
+    holder.kill()
+    holder.wait()
+  assert os.listdir(out) == ["earlier.txt"]

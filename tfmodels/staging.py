@@ -130,10 +130,14 @@ def output_lock(path, flag="--output_dir"):
   path = os.path.abspath(path)
   parent, name = os.path.split(path)
   check_writable(path, flag)
-  os.makedirs(parent, exist_ok=True)
   lock_path = os.path.join(parent, f".{name}.lock")
   while True:
-    fd = os.open(lock_path, os.O_RDWR | os.O_CREAT, 0o666 & ~_umask())
+    try:  # os.access trusts root; creating the file is the real test
+      os.makedirs(parent, exist_ok=True)
+      fd = os.open(lock_path, os.O_RDWR | os.O_CREAT, 0o666 & ~_umask())
+    except OSError as e:
+      raise OutputError(f"{flag} {path}: cannot write there "
+                        f"({e.strerror})") from None
     try:
       fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except OSError as e:

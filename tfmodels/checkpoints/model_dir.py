@@ -121,6 +121,10 @@ def write_description(directory, config, head):
     write_file(os.path.join(directory, name), text)
 
 
+class CorruptCheckpointError(ValueError):
+  """A checkpoint file that cannot be read at all; the message names it."""
+
+
 class RunDirError(OutputError):
   """A --model_dir holds another run; the message names both."""
 
@@ -255,6 +259,11 @@ def load_model_dir(directory):
   model = build_model(config, head)
   prefix = tf.train.latest_checkpoint(directory) or os.path.join(
       directory, CHECKPOINT_PREFIX + "-1")
-  tf.train.Checkpoint(model=model).read(prefix).expect_partial(
-      ).assert_existing_objects_matched()
+  try:
+    status = tf.train.Checkpoint(model=model).read(prefix)
+  except (IndexError, tf.errors.DataLossError) as e:  # a truncated file
+    raise CorruptCheckpointError(
+        f"{prefix}: cannot read the checkpoint ({e}); its data file is "
+        "truncated or corrupt") from None
+  status.expect_partial().assert_existing_objects_matched()
   return model, config, head
