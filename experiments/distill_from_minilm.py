@@ -38,7 +38,8 @@ from absl import app, flags
 from experiments.demo_results import (conversion_summary, latency_rows,
                                       read_json, read_scalars)
 from experiments.paths import REPO, VOCAB, data_sources
-from experiments.pipeline import (Step, StepError, check_output_dir,
+from experiments.pipeline import (Step, StepError, check_force,
+                                  check_output_dir,
                                   python_module, run_steps, sole_writer)
 from experiments.real_teacher import MINILM, import_step
 from tfmodels.sigterm import exit_on_sigterm
@@ -406,10 +407,7 @@ def main(argv):
     check_output_dir(FLAGS.results_dir, "--results_dir")
     with sole_writer(layout.out):
       steps = build_steps(layout, scale)  # loads TensorFlow: seconds
-      unknown = sorted(set(FLAGS.force) - {s.name for s in steps})
-      if unknown:
-        sys.exit(f"error: --force {','.join(unknown)}: not a step (steps: "
-                 f"{', '.join(s.name for s in steps)})")
+      check_force(FLAGS.force, steps)
       out = OutputFiles(FLAGS.results_dir, overwrite=True,
                         flag="--results_dir")
       try:

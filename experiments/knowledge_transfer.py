@@ -26,8 +26,8 @@ import sys
 from absl import app, flags
 
 from experiments.paths import DATA, VOCAB
-from experiments.pipeline import (Step, StepError, python_module, run_steps,
-                                  sole_writer)
+from experiments.pipeline import (Step, StepError, check_force, python_module,
+                                  run_steps, sole_writer)
 from experiments.real_teacher import MINILM, import_step
 from tfmodels.sigterm import exit_on_sigterm
 from tfmodels.staging import OutputError, write_file
@@ -256,10 +256,7 @@ def main(argv):
 def run_experiment(out, scale):
   """Runs the steps into `out`, then writes what they measured."""
   steps, models = build_steps(out, scale, FLAGS.kronecker)
-  unknown = sorted(set(FLAGS.force) - {s.name for s in steps})
-  if unknown:
-    sys.exit(f"error: --force {','.join(unknown)}: not a step (steps: "
-             f"{', '.join(s.name for s in steps)})")
+  check_force(FLAGS.force, steps)
   failure = None
   try:
     run_steps(steps, force=set(FLAGS.force))

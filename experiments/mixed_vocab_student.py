@@ -37,7 +37,8 @@ from absl import app, flags
 
 from experiments.demo_results import read_history, read_json
 from experiments.paths import DATA, REPO, VOCAB
-from experiments.pipeline import (Step, StepError, check_output_dir,
+from experiments.pipeline import (Step, StepError, check_force,
+                                  check_output_dir,
                                   python_module, run_steps, sole_writer)
 from experiments.real_teacher import MINILM, MINILM_LABEL
 from tfmodels.sigterm import exit_on_sigterm
@@ -310,10 +311,7 @@ def main(argv):
     with sole_writer(layout.out):
       configs = write_configs(layout, FLAGS.student)
       steps = build_steps(layout, scale, configs, models)
-      unknown = sorted(set(FLAGS.force) - {s.name for s in steps})
-      if unknown:
-        sys.exit(f"error: --force {','.join(unknown)}: not a step (steps: "
-                 f"{', '.join(s.name for s in steps)})")
+      check_force(FLAGS.force, steps)
       out = OutputFiles(FLAGS.results_dir, overwrite=True,
                         flag="--results_dir")
       try:

@@ -68,6 +68,14 @@ class Step:
     return shlex.join(self.command)
 
 
+def check_force(force, steps):
+  """Exits with one line when `--force` names a step the run does not have."""
+  unknown = sorted(set(force) - {s.name for s in steps})
+  if unknown:
+    sys.exit(f"error: --force {','.join(unknown)}: not a step (steps: "
+             f"{', '.join(s.name for s in steps)})")
+
+
 def check_output_dir(output_dir, flag="--output_dir"):
   """OutputError (one line naming the flag) unless `output_dir` is, or can
   be made, a writable directory; creates nothing."""
