@@ -12,7 +12,7 @@ import sys
 from absl import app, flags
 
 from tfmodels.sigterm import exit_on_sigterm
-from tfmodels.staging import OutputError, check_writable
+from tfmodels.staging import OutputError, lock_until_exit
 from tfmodels.vocab_learning import learn_vocabulary, overlap, write_vocab
 
 FLAGS = flags.FLAGS
@@ -40,7 +40,7 @@ def main(argv):
   if os.path.isdir(FLAGS.output):
     sys.exit(f"error: --output {FLAGS.output} is a directory")
   try:  # learning takes minutes: find out now that it could be written
-    check_writable(FLAGS.output, "--output")
+    lock_until_exit(FLAGS.output, "--output")  # and one writer
   except OutputError as e:
     sys.exit(f"error: {e}")
   if FLAGS.max_lines is not None and FLAGS.max_lines < 1:

@@ -164,6 +164,15 @@ def output_lock(path, flag="--output_dir"):
     os.close(fd)
 
 
+def lock_until_exit(path, flag="--output_dir"):
+  """output_lock for a command's one output, held until the process exits
+  (released by atexit, so sys.exit and SIGTERM's SystemExit also free it)."""
+  import atexit
+  held = contextlib.ExitStack()
+  held.enter_context(output_lock(path, flag))
+  atexit.register(held.close)
+
+
 @contextlib.contextmanager
 def staged_directory(output_dir):
   """Yields a fresh directory that replaces output_dir on success."""

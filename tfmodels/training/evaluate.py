@@ -37,7 +37,7 @@ def main(argv):
     raise app.UsageError(f"unexpected arguments: {' '.join(argv[1:])}")
   logging.set_verbosity(logging.WARNING)
   from tfmodels.checkpoints.model_dir import load_model_dir
-  from tfmodels.staging import OutputError, check_writable, write_file
+  from tfmodels.staging import OutputError, lock_until_exit, write_file
   from tfmodels.configs import ConfigError
   from tfmodels.tokenization import VocabError, WordPieceTokenizer
   from tfmodels.training.tasks import make_task
@@ -49,7 +49,7 @@ def main(argv):
     if os.path.isdir(FLAGS.output):
       sys.exit(f"error: --output {FLAGS.output} is a directory")
     try:
-      check_writable(FLAGS.output, "--output")
+      lock_until_exit(FLAGS.output, "--output")  # writable, one writer
     except OutputError as e:
       sys.exit(f"error: {e}")
   try:
