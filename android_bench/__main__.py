@@ -374,6 +374,11 @@ def cmd_report(args):
     if os.path.exists(FLAGS.output) and not FLAGS.overwrite:
       _fail(f"--output {FLAGS.output} exists (pass --overwrite)")
     _check_output(FLAGS.output, "--output")
+    from tfmodels.staging import OutputError, lock_until_exit
+    try:  # one writer of the report
+      lock_until_exit(FLAGS.output, "--output")
+    except OutputError as e:
+      _fail(str(e))
   try:
     runs = [load_run(p) for p in paths]
   except ResultsError as e:

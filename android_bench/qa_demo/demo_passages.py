@@ -59,11 +59,11 @@ def main(argv):
   if len(argv) > 1:
     raise app.UsageError(f"unexpected arguments: {' '.join(argv[1:])}")
   from tfmodels.data.squad import SquadError
-  from tfmodels.staging import OutputError, check_writable, write_file
+  from tfmodels.staging import OutputError, lock_until_exit, write_file
   try:
     if os.path.isdir(FLAGS.output):
       raise OutputError(f"--output {FLAGS.output}: is a directory")
-    check_writable(FLAGS.output, "--output")
+    lock_until_exit(FLAGS.output, "--output")  # writable, one writer
   except OutputError as e:
     sys.exit(f"error: {e}")
   try:
