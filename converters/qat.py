@@ -13,15 +13,22 @@ from):
   * every Dense kernel: rounded to TFLite's per-channel int8 grid with a
     straight-through gradient (`rounded_kernel` says why not tfmot's
     LastValueQuantizer);
-  * every Dense input and output: MovingAverageQuantizer (asymmetric,
-    per tensor). Inputs cover the embeddings, norms (LayerNorm or NoNorm)
-    and activations that feed a matmul; the query / key / value outputs are
-    the attention matmuls' inputs;
-  * every NoNorm output (it feeds the residual stream);
+  * every Dense input and output, and the matmul's output before an
+    activation (gelu, relu): MovingAverageQuantizer (asymmetric, per
+    tensor). Inputs cover the embeddings, norms and activations that feed
+    a matmul; the query / key / value outputs are the attention matmuls'
+    inputs;
+  * every norm's (LayerNorm or NoNorm) input and output: the input is the
+    residual sum, which int8 holds in one range with its outliers;
   * every embedding table: rounded to a per-tensor int8 grid (what the
     converter makes of a GATHER's table);
-  * attention probabilities: softmax's fixed int8 grid (steps of 1 / 256),
-    caught at the dropout that follows the softmax in MultiHeadAttention.
+  * attention: the masked scores (their range holds the -120 mask adder,
+    so int8 rounds them coarsely) and the probabilities on softmax's fixed
+    int8 grid (steps of 1 / 256), in MultiHeadAttention's
+    attention_probabilities.
+
+LayerNorm's inner statistics (mean, variance, rsqrt) stay float: the
+standard recipe rounds them too, which QAT leaves to calibration.
 
 The ranges start from a calibration pass over the representative data (the
 post-training recipe's min / max) and then follow the training batches by
@@ -90,8 +97,8 @@ def rounded_kernel(kernel):
 class _Point:
   """One fake-quantized tensor: its quantizer and range variables."""
 
-  def __init__(self, quantizer, variables):
-    self.quantizer, self.variables = quantizer, variables
+  def __init__(self, name, quantizer, variables):
+    self.name, self.quantizer, self.variables = name, quantizer, variables
     self.seen = None  # (min, max) during calibration
 
   def __call__(self, x, mode):
@@ -116,9 +123,8 @@ class _Untracked:
 
 class QuantizationAware(tf.Module):
   """`model` (ours: feature dict in, dict out) with int8 fake quantization
-  on its Dense layers, NoNorms, embedding tables and attention
-  probabilities (the module docstring lists where); callable like the
-  model.
+  on its Dense layers, norms, embedding tables and attention (the module
+  docstring lists where); callable like the model.
 
   It changes `model`'s layers in place (their `call`), so give it a model
   of its own (fold_for_export's copy, or a freshly loaded one). Modes:
@@ -140,23 +146,28 @@ class QuantizationAware(tf.Module):
     if odd:
       raise QatError(f"QAT handles Dense and Embedding layers, not "
                      f"Kronecker ones ({odd[0]})")
+    norms = (NoNorm, keras.layers.LayerNormalization)
     layers = [l for l in model.submodules
-              if isinstance(l, (keras.layers.Dense, NoNorm))]
+              if isinstance(l, (keras.layers.Dense, MultiHeadAttention)
+                            + norms)]
     if not any(isinstance(l, keras.layers.Dense) for l in layers):
       raise QatError("the model has no Dense layer to quantize")
     for layer in model.submodules:
       if isinstance(layer, keras.layers.Embedding):
         self._patch_embedding(layer)
-      elif isinstance(layer, MultiHeadAttention):
-        self._patch_dropout(layer.dropout)
     for i, layer in enumerate(layers):
       if not layer.built:
         raise QatError(f"layer {layer.name} is not built")
+      point = lambda where: self._point(act_q, f"{i}_{where}")
       if isinstance(layer, keras.layers.Dense):
-        self._patch_dense(layer, self._point(act_q, f"{i}_in"),
-                          self._point(act_q, f"{i}_out"))
+        activated = layer.activation not in (None, keras.activations.linear)
+        self._patch_dense(layer, point("dense_in"),
+                          point("dense_matmul") if activated else None,
+                          point("dense_out"))
+      elif isinstance(layer, MultiHeadAttention):
+        self._patch_attention(layer, point("scores"))
       else:
-        self._patch_output(layer, self._point(act_q, f"{i}_out"))
+        self._patch_norm(layer, point("norm_in"), point("norm_out"))
     self.saved_variables = list(model.variables) + list(self.holder.weights)
 
   @property
@@ -164,12 +175,12 @@ class QuantizationAware(tf.Module):
     return self._untracked.value
 
   def _point(self, quantizer, name):
-    point = _Point(quantizer, quantizer.build(tf.TensorShape(()), name,
-                                              self.holder))
+    point = _Point(name, quantizer,
+                   quantizer.build(tf.TensorShape(()), name, self.holder))
     self.activations.append(point)
     return point
 
-  def _patch_dense(self, layer, inputs, outputs):
+  def _patch_dense(self, layer, inputs, matmul, outputs):
     # Closures, not default arguments: SavedModel encodes those.
     def call(x):
       x = inputs(x, self.mode)
@@ -178,26 +189,25 @@ class QuantizationAware(tf.Module):
       y = tf.tensordot(x, w, [[x.shape.rank - 1], [0]])
       if layer.use_bias:
         y = tf.nn.bias_add(y, layer.bias)
-      if layer.activation is not None:
-        y = layer.activation(y)
+      if matmul is not None:
+        y = layer.activation(matmul(y, self.mode))
       return outputs(y, self.mode)
     layer.call = call
 
   # Explicit signatures: Keras' SavedModel traces `call` by its arguments.
-  def _patch_output(self, layer, outputs):
+  def _patch_norm(self, layer, inputs, outputs):
     original = layer.call
 
-    def call(inputs):
-      return outputs(original(inputs), self.mode)
+    def call(x):
+      return outputs(original(inputs(x, self.mode)), self.mode)
     layer.call = call
 
-  def _patch_dropout(self, layer):
-    original = layer.call
-
-    def call(inputs, training=None):
-      y = original(inputs, training=training)
-      return y if self.mode == "calibrate" else quantized_probabilities(y)
-    layer.call = call
+  def _patch_attention(self, layer, scores_point):
+    def attention_probabilities(scores):
+      probabilities = tf.nn.softmax(scores_point(scores, self.mode), axis=-1)
+      return probabilities if self.mode == "calibrate" else (
+          quantized_probabilities(probabilities))
+    layer.attention_probabilities = attention_probabilities
 
   def _patch_embedding(self, layer):
     def call(ids):
@@ -237,9 +247,12 @@ class QuantizationAware(tf.Module):
       point.variables["min_var"].assign(low)
       point.variables["max_var"].assign(high)
 
-  def ranges(self):
-    """[2, n] array of every activation range (min row, max row)."""
-    return np.concatenate([p.range()[:, None] for p in self.activations], 1)
+  def ranges(self, where=""):
+    """[2, n] array of the activation ranges (min row, max row) whose
+    point name ends with `where` (dense_in, dense_out, norm_in, scores...;
+    default all)."""
+    return np.concatenate([p.range()[:, None] for p in self.activations
+                           if p.name.endswith(where)], 1)
 
 
 def _batches(features, batch_size):

@@ -46,8 +46,16 @@ def trained(tmp_path_factory):
 def test_qat_lowers_the_loss_and_moves_the_ranges(trained):
   quantized, facts, calibrated, _, _ = trained
   # tiny_bert: 14 Dense layers (q, k, v, out, 2 FFN per layer x 2, pooler,
-  # logits), each with an input and an output range.
-  assert facts["quantized_tensors"] == 28 == calibrated.shape[1]
+  # logits), each with an input and an output range, and the pooler's
+  # matmul before its tanh; 5 LayerNorms (embeddings, 2 per layer x 2) with
+  # an input and an output range; 2 attentions' masked scores.
+  assert facts["quantized_tensors"] == 41 == calibrated.shape[1]
+  assert quantized.ranges("dense_in").shape == (2, 14)
+  assert quantized.ranges("norm_in").shape == (2, 5)
+  # The masked scores' range holds the mask adder, as int8's does.
+  assert np.all(calibrated[0, [p.name.endswith("scores")
+                               for p in quantized.activations]] == -120.0)
+  assert np.all(quantized.ranges("scores")[0] < -100)
   assert facts["loss_after"] < facts["loss_before"]
   assert facts["range_shift"] > 0
   assert not np.allclose(quantized.ranges(), calibrated)
@@ -76,14 +84,14 @@ def test_rounded_kernel_is_on_the_per_channel_int8_grid():
   assert p[2] <= 255 / 256
 
 
-def _fc_ranges(data):
-  """[(min, max)] of every FULLY_CONNECTED input and output of the file."""
+def _op_ranges(data, op_name):
+  """[(min, max)] of every `op_name` input and output of the file."""
   from ai_edge_litert.interpreter import Interpreter
   interpreter = Interpreter(model_content=data)
   tensors = {t["index"]: t for t in interpreter.get_tensor_details()}
   ranges = []
   for op in interpreter._get_ops_details():  # pylint: disable=protected-access
-    if op["op_name"] == "FULLY_CONNECTED":
+    if op["op_name"] == op_name:
       for index in (op["inputs"][0], op["outputs"][0]):
         scale, zero = tensors[index]["quantization"]
         ranges.append((scale * (-128 - zero), scale * (127 - zero), scale))
@@ -97,19 +105,25 @@ def test_int8_file_uses_the_learned_ranges_and_matches_fake_quant(trained):
   for point in quantized.activations:
     for name in ("min_var", "max_var"):
       point.variables[name].assign(1.5 * point.variables[name])
-  learned = quantized.ranges()
+  # The matmuls' inputs and outputs (before an activation), and the
+  # softmax inputs (the masked scores).
+  learned = np.concatenate([quantized.ranges("dense_in"),
+                            quantized.ranges("dense_matmul")], 1)
+  scores = quantized.ranges("scores")
   features = task.features("dev")
   data = conversion.convert_model(
       quantized, "classifier", tiny_models.SEQ_LENGTH, ["int8"],
       representative.calibration_dataset(features, 16), fold_nonorm=False,
       int8_recipe="standard").files["int8"][0]
-  ranges = _fc_ranges(data)
+  ranges = _op_ranges(data, "FULLY_CONNECTED")
   assert len(ranges) == 28
-  for low, high in learned.T:
-    # FakeQuant nudges a range by under one step to put 0 on the grid.
-    step = (high - low) / 255
-    assert any(abs(lo - low) <= 1.01 * step and abs(hi - high) <= 1.01 * step
-               for lo, hi, _ in ranges), (low, high)
+  softmax = _op_ranges(data, "SOFTMAX")
+  for wanted, found in ((learned, ranges), (scores, softmax)):
+    for low, high in wanted.T:
+      # FakeQuant nudges a range by under one step to put 0 on the grid.
+      step = (high - low) / 255
+      assert any(abs(lo - low) <= 1.01 * step and abs(hi - high) <= 1.01 *
+                 step for lo, hi, _ in found), (low, high)
   inputs = validate.contract_inputs(features, slice(0, 32))
   features_in = export.features_of({k: tf.constant(v)
                                     for k, v in inputs.items()})
@@ -121,7 +135,7 @@ def test_int8_file_uses_the_learned_ranges_and_matches_fake_quant(trained):
   out = runtime.LiteRTModel(data, 2).run_batch(inputs)["probability"]
   fake = probabilities(quantized)
   # Close on average; the int8 file also rounds what QAT leaves float
-  # (residual adds, norms, softmax), so single examples move more.
+  # (LayerNorm's statistics), so single examples move more.
   difference = np.abs(out - fake).mean()
   assert difference < 0.03, difference
   assert (out.argmax(-1) == fake.argmax(-1)).mean() >= 0.9
@@ -144,7 +158,7 @@ def test_convert_tflite_qat_steps(tmp_path_factory, tmp_path):
   assert result.returncode == 0, result.stderr[-3000:]
   report = json.loads((out / "spam_report.json").read_text())
   facts = report["qat"]
-  assert facts["steps"] == 20 and facts["quantized_tensors"] == 28
+  assert facts["steps"] == 20 and facts["quantized_tensors"] == 41
   assert facts["loss_after"] < facts["loss_before"]
   assert 0 <= facts["headline"] <= 100
   # float32 comes from the model as it is, int8 from the QAT model.

@@ -93,11 +93,18 @@ class MultiHeadAttention(keras.layers.Layer):
     if attention_mask is not None:
       mask = tf.cast(attention_mask, scores.dtype)
       scores = scores * mask + (1.0 - mask) * self.mask_bias
-    probs = self.dropout(tf.nn.softmax(scores, axis=-1), training=training)
+    probs = self.dropout(self.attention_probabilities(scores),
+                         training=training)
     context = tf.einsum("BNFT,BTNH->BFNH", probs, v)
     shape = static_or_dynamic_shape(context)[:2] + [
         self.num_heads * self.head_size]
     return self.output_dense(tf.reshape(context, shape)), scores
+
+  def attention_probabilities(self, scores):
+    """softmax over the keys; its own method so that quantization-aware
+    training (converters/qat.py) can round the masked scores and the
+    probabilities as int8 conversion does."""
+    return tf.nn.softmax(scores, axis=-1)
 
   def get_config(self):
     config = super().get_config()
