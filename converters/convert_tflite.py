@@ -380,7 +380,8 @@ def qat_reference(p, ref):
   if model is ref.source.model:  # QAT changes the layers it is given
     model = keras.models.clone_model(ref.source.model)
     model.set_weights(ref.source.model.get_weights())
-  quantized = qat.QuantizationAware(model)
+  quantized = qat.QuantizationAware(
+      model, "standard" if FLAGS.strict_int8 else FLAGS.int8_recipe)
   _progress("QAT: calibrating the fake-quantization ranges")
   quantized.calibrate(representative.sample(ref.calibration,
                                             FLAGS.num_calibration_samples))

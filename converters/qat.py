@@ -22,13 +22,14 @@ from):
     residual sum, which int8 holds in one range with its outliers;
   * every embedding table: rounded to a per-tensor int8 grid (what the
     converter makes of a GATHER's table);
-  * attention: the masked scores (their range holds the -120 mask adder,
-    so int8 rounds them coarsely) and the probabilities on softmax's fixed
-    int8 grid (steps of 1 / 256), in MultiHeadAttention's
-    attention_probabilities.
+  * attention: the scores (the Q K^T matmul's output) and the
+    probabilities on softmax's fixed int8 grid (steps of 1 / 256), through
+    MultiHeadAttention's masked_scores and attention_probabilities.
 
-LayerNorm's inner statistics (mean, variance, rsqrt) stay float: the
-standard recipe rounds them too, which QAT leaves to calibration.
+The `standard` int8 recipe also rounds what the `xnnpack` recipe keeps in
+float islands (fast_int8.py), so for it QAT also rounds the masked scores
+(their range holds the -120 mask adder, so int8 holds them coarsely) and
+LayerNorm's mean, variance and rsqrt.
 
 The ranges start from a calibration pass over the representative data (the
 post-training recipe's min / max) and then follow the training batches by
@@ -37,7 +38,7 @@ FakeQuantWithMinMaxVars ops, which the TFLite converter turns into int8 with
 these learned ranges (quantize.py, any int8 recipe). NoNorms are folded
 before QAT (conversion.fold_for_export), so QAT trains the graph that ships.
 
-    qat = QuantizationAware(model)
+    qat = QuantizationAware(model, int8_recipe="xnnpack")
     qat.calibrate(features)
     facts = train(qat, task, features, steps=300)
     data = conversion.convert_model(qat, head, 128, ["int8"], dataset,
@@ -132,8 +133,10 @@ class QuantizationAware(tf.Module):
   ranges, fake quantization), otherwise inference with the stored ranges.
   """
 
-  def __init__(self, model):
+  def __init__(self, model, int8_recipe="xnnpack"):
     super().__init__(name="quantization_aware")
+    if int8_recipe not in ("xnnpack", "standard"):
+      raise QatError(f"unknown int8 recipe {int8_recipe!r}")
     # The export must find the variables but not the Keras layers: Keras'
     # SavedModel serialization cannot trace the patched calls.
     self._untracked = _Untracked(model)
@@ -146,6 +149,8 @@ class QuantizationAware(tf.Module):
     if odd:
       raise QatError(f"QAT handles Dense and Embedding layers, not "
                      f"Kronecker ones ({odd[0]})")
+    # What the standard recipe rounds and xnnpack's keeps float.
+    standard = int8_recipe == "standard"
     norms = (NoNorm, keras.layers.LayerNormalization)
     layers = [l for l in model.submodules
               if isinstance(l, (keras.layers.Dense, MultiHeadAttention)
@@ -165,7 +170,12 @@ class QuantizationAware(tf.Module):
                           point("dense_matmul") if activated else None,
                           point("dense_out"))
       elif isinstance(layer, MultiHeadAttention):
-        self._patch_attention(layer, point("scores"))
+        self._patch_attention(layer, point("scores"),
+                              point("masked_scores") if standard else None)
+      elif standard and isinstance(layer, keras.layers.LayerNormalization):
+        self._patch_layer_norm(layer, point("norm_in"), point("norm_mean"),
+                               point("norm_variance"), point("norm_rsqrt"),
+                               point("norm_out"))
       else:
         self._patch_norm(layer, point("norm_in"), point("norm_out"))
     self.saved_variables = list(model.variables) + list(self.holder.weights)
@@ -202,11 +212,35 @@ class QuantizationAware(tf.Module):
       return outputs(original(inputs(x, self.mode)), self.mode)
     layer.call = call
 
-  def _patch_attention(self, layer, scores_point):
-    def attention_probabilities(scores):
-      probabilities = tf.nn.softmax(scores_point(scores, self.mode), axis=-1)
+  def _patch_layer_norm(self, layer, inputs, mean, variance, rsqrt,
+                       outputs):
+    """LayerNorm written out as the converter lowers it, each statistic
+    rounded as the standard recipe's MEAN, MEAN and RSQRT outputs are."""
+    def call(x):
+      x = inputs(x, self.mode)
+      mu = mean(tf.reduce_mean(x, -1, keepdims=True), self.mode)
+      var = variance(tf.reduce_mean(tf.math.squared_difference(x, mu), -1,
+                                    keepdims=True), self.mode)
+      inverse = rsqrt(tf.math.rsqrt(var + layer.epsilon), self.mode)
+      return outputs((x - mu) * inverse * layer.gamma + layer.beta,
+                     self.mode)
+    layer.call = call
+
+  def _patch_attention(self, layer, scores, masked):
+    """Raw scores as BATCH_MATMUL's int8 output; masked scores (the range
+    holds the mask adder) where the recipe feeds int8 to SOFTMAX;
+    probabilities on softmax's int8 grid."""
+    original = layer.masked_scores
+
+    def masked_scores(raw, attention_mask):
+      out = original(scores(raw, self.mode), attention_mask)
+      return masked(out, self.mode) if masked else out
+
+    def attention_probabilities(x):
+      probabilities = tf.nn.softmax(x, axis=-1)
       return probabilities if self.mode == "calibrate" else (
           quantized_probabilities(probabilities))
+    layer.masked_scores = masked_scores
     layer.attention_probabilities = attention_probabilities
 
   def _patch_embedding(self, layer):

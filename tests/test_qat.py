@@ -34,7 +34,7 @@ def trained(tmp_path_factory):
   features = task.features("train")
   model = keras.models.clone_model(src.model)
   model.set_weights(src.model.get_weights())
-  quantized = qat.QuantizationAware(model)
+  quantized = qat.QuantizationAware(model, "standard")
   quantized.calibrate(representative.sample(features, 64))
   calibrated = quantized.ranges()
   facts = qat.train(quantized, task, features, steps=40, batch_size=16,
@@ -48,14 +48,15 @@ def test_qat_lowers_the_loss_and_moves_the_ranges(trained):
   # tiny_bert: 14 Dense layers (q, k, v, out, 2 FFN per layer x 2, pooler,
   # logits), each with an input and an output range, and the pooler's
   # matmul before its tanh; 5 LayerNorms (embeddings, 2 per layer x 2) with
-  # an input and an output range; 2 attentions' masked scores.
-  assert facts["quantized_tensors"] == 41 == calibrated.shape[1]
+  # input, mean, variance, rsqrt and output; 2 attentions' raw and masked
+  # scores (the standard recipe's int8 tensors).
+  assert facts["quantized_tensors"] == 58 == calibrated.shape[1]
   assert quantized.ranges("dense_in").shape == (2, 14)
-  assert quantized.ranges("norm_in").shape == (2, 5)
+  assert quantized.ranges("norm_variance").shape == (2, 5)
   # The masked scores' range holds the mask adder, as int8's does.
-  assert np.all(calibrated[0, [p.name.endswith("scores")
+  assert np.all(calibrated[0, [p.name.endswith("masked_scores")
                                for p in quantized.activations]] == -120.0)
-  assert np.all(quantized.ranges("scores")[0] < -100)
+  assert np.all(quantized.ranges("masked_scores")[0] < -100)
   assert facts["loss_after"] < facts["loss_before"]
   assert facts["range_shift"] > 0
   assert not np.allclose(quantized.ranges(), calibrated)
@@ -63,6 +64,21 @@ def test_qat_lowers_the_loss_and_moves_the_ranges(trained):
   ranges = quantized.ranges()
   assert np.all(ranges[0] <= 0) and np.all(ranges[1] >= 0)
   assert np.all(ranges[1] - ranges[0] > 0)
+
+
+def test_xnnpack_recipe_rounds_only_its_int8_tensors(trained):
+  *_, float_model = trained
+  model = keras.models.clone_model(float_model)
+  model.set_weights(float_model.get_weights())
+  quantized = qat.QuantizationAware(model, "xnnpack")
+  kinds = sorted({p.name.split("_", 1)[1] for p in quantized.activations})
+  # Softmax with its mask and LayerNorm's statistics are float islands
+  # of the xnnpack recipe (fast_int8.py), so QAT leaves them float too.
+  assert kinds == ["dense_in", "dense_matmul", "dense_out", "norm_in",
+                   "norm_out", "scores"]
+  assert len(quantized.activations) == 29 + 10 + 2
+  with pytest.raises(qat.QatError, match="int8 recipe 'fast'"):
+    qat.QuantizationAware(model, "fast")
 
 
 def test_rounded_kernel_is_on_the_per_channel_int8_grid():
@@ -109,7 +125,7 @@ def test_int8_file_uses_the_learned_ranges_and_matches_fake_quant(trained):
   # softmax inputs (the masked scores).
   learned = np.concatenate([quantized.ranges("dense_in"),
                             quantized.ranges("dense_matmul")], 1)
-  scores = quantized.ranges("scores")
+  scores = quantized.ranges("masked_scores")
   features = task.features("dev")
   data = conversion.convert_model(
       quantized, "classifier", tiny_models.SEQ_LENGTH, ["int8"],
@@ -134,8 +150,9 @@ def test_int8_file_uses_the_learned_ranges_and_matches_fake_quant(trained):
 
   out = runtime.LiteRTModel(data, 2).run_batch(inputs)["probability"]
   fake = probabilities(quantized)
-  # Close on average; the int8 file also rounds what QAT leaves float
-  # (LayerNorm's statistics), so single examples move more.
+  # Close on average; the int8 file also rounds a few tensors QAT leaves
+  # float (LayerNorm's centred input, the gelu), so single examples move
+  # more.
   difference = np.abs(out - fake).mean()
   assert difference < 0.03, difference
   assert (out.argmax(-1) == fake.argmax(-1)).mean() >= 0.9
@@ -158,7 +175,7 @@ def test_convert_tflite_qat_steps(tmp_path_factory, tmp_path):
   assert result.returncode == 0, result.stderr[-3000:]
   report = json.loads((out / "spam_report.json").read_text())
   facts = report["qat"]
-  assert facts["steps"] == 20 and facts["quantized_tensors"] == 41
+  assert facts["steps"] == 20 and facts["quantized_tensors"] == 58
   assert facts["loss_after"] < facts["loss_before"]
   assert 0 <= facts["headline"] <= 100
   # float32 comes from the model as it is, int8 from the QAT model.

@@ -90,9 +90,7 @@ class MultiHeadAttention(keras.layers.Layer):
     k = self._split_heads(self.key_dense(key))
     v = self._split_heads(self.value_dense(value))
     scores = tf.einsum("BFNH,BTNH->BNFT", q, k) * (self.head_size ** -0.5)
-    if attention_mask is not None:
-      mask = tf.cast(attention_mask, scores.dtype)
-      scores = scores * mask + (1.0 - mask) * self.mask_bias
+    scores = self.masked_scores(scores, attention_mask)
     probs = self.dropout(self.attention_probabilities(scores),
                          training=training)
     context = tf.einsum("BNFT,BTNH->BFNH", probs, v)
@@ -100,10 +98,18 @@ class MultiHeadAttention(keras.layers.Layer):
         self.num_heads * self.head_size]
     return self.output_dense(tf.reshape(context, shape)), scores
 
+  # masked_scores and attention_probabilities are methods of their own so
+  # that quantization-aware training (converters/qat.py) can round the
+  # scores and probabilities where int8 conversion does.
+  def masked_scores(self, scores, attention_mask):
+    """Padded keys' scores set to exactly mask_bias."""
+    if attention_mask is None:
+      return scores
+    mask = tf.cast(attention_mask, scores.dtype)
+    return scores * mask + (1.0 - mask) * self.mask_bias
+
   def attention_probabilities(self, scores):
-    """softmax over the keys; its own method so that quantization-aware
-    training (converters/qat.py) can round the masked scores and the
-    probabilities as int8 conversion does."""
+    """softmax over the keys."""
     return tf.nn.softmax(scores, axis=-1)
 
   def get_config(self):
