@@ -18,18 +18,23 @@ from):
     tensor). Inputs cover the embeddings, norms and activations that feed
     a matmul; the query / key / value outputs are the attention matmuls'
     inputs;
-  * every norm's (LayerNorm or NoNorm) input and output: the input is the
-    residual sum, which int8 holds in one range with its outliers;
+  * every NoNorm's input and output: the input is the residual sum, which
+    int8 holds in one range with its outliers;
   * every embedding table: rounded to a per-tensor int8 grid (what the
     converter makes of a GATHER's table);
   * attention: the scores (the Q K^T matmul's output) and the
     probabilities on softmax's fixed int8 grid (steps of 1 / 256), through
     MultiHeadAttention's masked_scores and attention_probabilities.
 
-The `standard` int8 recipe also rounds what the `xnnpack` recipe keeps in
-float islands (fast_int8.py), so for it QAT also rounds the masked scores
-(their range holds the -120 mask adder, so int8 holds them coarsely) and
-LayerNorm's mean, variance and rsqrt.
+The `xnnpack` recipe (fast_int8.py) keeps LayerNorm with the residual add
+before it, softmax with its mask, and gelu in float islands, so QAT leaves
+them float too: rounding what the file does not round costs more than it
+teaches (all-MiniLM-L6-v2 on QA: fake-quant F1 51 with LayerNorm inputs
+rounded, 61 without, float 65). The `standard` recipe rounds every op, so
+for it QAT also rounds each LayerNorm's input (the residual sum, held in
+one range with its outliers), mean, variance, rsqrt and output, and the
+masked scores (their range holds the -120 mask adder, so int8 holds them
+coarsely).
 
 The ranges start from a calibration pass over the representative data (the
 post-training recipe's min / max) and then follow the training batches by
@@ -172,12 +177,12 @@ class QuantizationAware(tf.Module):
       elif isinstance(layer, MultiHeadAttention):
         self._patch_attention(layer, point("scores"),
                               point("masked_scores") if standard else None)
-      elif standard and isinstance(layer, keras.layers.LayerNormalization):
+      elif isinstance(layer, NoNorm):
+        self._patch_norm(layer, point("norm_in"), point("norm_out"))
+      elif standard:
         self._patch_layer_norm(layer, point("norm_in"), point("norm_mean"),
                                point("norm_variance"), point("norm_rsqrt"),
                                point("norm_out"))
-      else:
-        self._patch_norm(layer, point("norm_in"), point("norm_out"))
     self.saved_variables = list(model.variables) + list(self.holder.weights)
 
   @property

@@ -72,13 +72,33 @@ def test_xnnpack_recipe_rounds_only_its_int8_tensors(trained):
   model.set_weights(float_model.get_weights())
   quantized = qat.QuantizationAware(model, "xnnpack")
   kinds = sorted({p.name.split("_", 1)[1] for p in quantized.activations})
-  # Softmax with its mask and LayerNorm's statistics are float islands
-  # of the xnnpack recipe (fast_int8.py), so QAT leaves them float too.
-  assert kinds == ["dense_in", "dense_matmul", "dense_out", "norm_in",
-                   "norm_out", "scores"]
-  assert len(quantized.activations) == 29 + 10 + 2
+  # Softmax with its mask and LayerNorm with the residual add before it
+  # are float islands of the xnnpack recipe (fast_int8.py), so QAT leaves
+  # them float too; the Q K^T matmul's output is int8.
+  assert kinds == ["dense_in", "dense_matmul", "dense_out", "scores"]
+  assert len(quantized.activations) == 29 + 2
   with pytest.raises(qat.QatError, match="int8 recipe 'fast'"):
     qat.QuantizationAware(model, "fast")
+
+
+def test_nonorms_are_rounded_in_both_recipes():
+  from tfmodels.checkpoints.model_dir import Head, build_model
+  from tfmodels.configs import load_config
+  config = load_config("tiny_mobilebert_tiny").replace(vocab_size=50)
+  features = {k: tf.ones([2, 8], tf.int32)
+              for k in ("input_ids", "input_mask", "segment_ids")}
+  for recipe in ("xnnpack", "standard"):
+    model = build_model(config, Head("classifier", num_classes=2))
+    model(features)
+    nonorms = [l for l in model.submodules if type(l).__name__ == "NoNorm"]
+    quantized = qat.QuantizationAware(model, recipe)
+    names = [p.name.split("_", 1)[1] for p in quantized.activations]
+    # A NoNorm is an int8 MUL + ADD in both recipes; the model has no
+    # LayerNorm, so there are no statistics to round.
+    assert names.count("norm_in") == names.count("norm_out") == len(nonorms)
+    assert nonorms and "norm_variance" not in names
+    assert names.count("masked_scores") == (
+        config.num_hidden_layers if recipe == "standard" else 0)
 
 
 def test_rounded_kernel_is_on_the_per_channel_int8_grid():
