@@ -22,6 +22,8 @@ from):
     int8 holds in one range with its outliers;
   * every embedding table: rounded to a per-tensor int8 grid (what the
     converter makes of a GATHER's table);
+  * the keys and values (the attention matmuls' second operands):
+    symmetric around 0 for the xnnpack recipe, as fast_int8.py makes them;
   * attention: the scores (the Q K^T matmul's output) and the
     probabilities on softmax's fixed int8 grid (steps of 1 / 256), through
     MultiHeadAttention's masked_scores and attention_probabilities.
@@ -65,11 +67,12 @@ class QatError(ValueError):
   """A model QAT cannot handle (one line)."""
 
 
-def _activation_quantizer():
-  """tfmot's default 8-bit activation quantizer (per tensor, asymmetric)."""
+def _activation_quantizer(symmetric=False):
+  """tfmot's 8-bit activation quantizer (per tensor; asymmetric, or
+  symmetric with a zero point of exactly 0: [-128 s, 127 s])."""
   import tensorflow_model_optimization as tfmot
   return tfmot.quantization.keras.quantizers.MovingAverageQuantizer(
-      num_bits=8, per_axis=False, symmetric=False, narrow_range=False)
+      num_bits=8, per_axis=False, symmetric=symmetric, narrow_range=False)
 
 
 def rounded_table(table):
@@ -105,6 +108,7 @@ class _Point:
 
   def __init__(self, name, quantizer, variables):
     self.name, self.quantizer, self.variables = name, quantizer, variables
+    self.symmetric = quantizer.symmetric
     self.seen = None  # (min, max) during calibration
 
   def __call__(self, x, mode):
@@ -148,6 +152,12 @@ class QuantizationAware(tf.Module):
     self.mode = "infer"
     self.holder = keras.layers.Layer(name="qat_ranges")  # owns the ranges
     act_q = _activation_quantizer()
+    # The xnnpack recipe makes what reaches a BATCH_MATMUL's second operand
+    # (the keys, the values) symmetric around a zero point of 0.
+    sym_q = _activation_quantizer(symmetric=int8_recipe == "xnnpack")
+    second_operands = {id(d) for l in model.submodules
+                       if isinstance(l, MultiHeadAttention)
+                       for d in (l.key_dense, l.value_dense)}
     self.activations = []
     odd = [l.name for l in model.submodules
            if type(l).__name__ in ("KroneckerDense", "KroneckerEmbedding")]
@@ -168,12 +178,13 @@ class QuantizationAware(tf.Module):
     for i, layer in enumerate(layers):
       if not layer.built:
         raise QatError(f"layer {layer.name} is not built")
-      point = lambda where: self._point(act_q, f"{i}_{where}")
+      point = lambda where, q=act_q: self._point(q, f"{i}_{where}")
       if isinstance(layer, keras.layers.Dense):
         activated = layer.activation not in (None, keras.activations.linear)
         self._patch_dense(layer, point("dense_in"),
                           point("dense_matmul") if activated else None,
-                          point("dense_out"))
+                          point("dense_out", sym_q if id(layer) in
+                                second_operands else act_q))
       elif isinstance(layer, MultiHeadAttention):
         self._patch_attention(layer, point("scores"),
                               point("masked_scores") if standard else None)
@@ -283,6 +294,9 @@ class QuantizationAware(tf.Module):
         raise QatError("a quantized layer never ran during calibration")
       # A range must hold 0 (TFLite's zero point is an integer in range).
       low, high = min(point.seen[0], 0.0), max(point.seen[1], 0.0)
+      if point.symmetric:  # as tfmot's quantizer widens a batch's range
+        high = max(high, -low * 127 / 128)
+        low = -high * 128 / 127
       point.variables["min_var"].assign(low)
       point.variables["max_var"].assign(high)
 

@@ -77,6 +77,15 @@ def test_xnnpack_recipe_rounds_only_its_int8_tensors(trained):
   # them float too; the Q K^T matmul's output is int8.
   assert kinds == ["dense_in", "dense_matmul", "dense_out", "scores"]
   assert len(quantized.activations) == 29 + 2
+  # Keys and values feed a BATCH_MATMUL's second operand, which the recipe
+  # makes symmetric; after calibration their ranges are [-128 s, 127 s].
+  symmetric = [p for p in quantized.activations if p.symmetric]
+  assert len(symmetric) == 4 and all(
+      p.name.endswith("dense_out") for p in symmetric)
+  quantized.calibrate({k: np.ones([2, tiny_models.SEQ_LENGTH], np.int32)
+                       for k in ("input_ids", "input_mask", "segment_ids")})
+  for low, high in (p.range() for p in symmetric):
+    assert low == pytest.approx(-high * 128 / 127) and high > 0
   with pytest.raises(qat.QatError, match="int8 recipe 'fast'"):
     qat.QuantizationAware(model, "fast")
 
