@@ -336,6 +336,7 @@ def train(qat, task, features, steps, batch_size=16, learning_rate=1e-5,
   range_shift}: the task loss of the fake-quantized model on
   `eval_features` (default: `features`) before and after, and the mean
   |change| of the activation range bounds relative to their width."""
+  from converters.representative import random_batches
   from tfmodels.training.optimization import create_optimizer
   eval_features = eval_features or features
   before = mean_loss(qat, task, eval_features)
@@ -351,11 +352,9 @@ def train(qat, task, features, steps, batch_size=16, learning_rate=1e-5,
     optimizer.apply_gradients(zip(tape.gradient(loss, variables), variables))
     return loss
 
-  rng = np.random.default_rng(seed)
-  n = len(features["input_ids"])
-  for i in range(steps):
-    rows = rng.choice(n, min(batch_size, n), replace=False)
-    loss = step({k: tf.constant(v[rows]) for k, v in features.items()})
+  batches = random_batches(features, batch_size, steps, seed)
+  for i, batch in enumerate(batches):
+    loss = step(batch)
     if log and (i + 1) % max(1, steps // 5) == 0:
       log(f"QAT step {i + 1}/{steps}: loss {float(loss):.4g}")
   after = mean_loss(qat, task, eval_features)

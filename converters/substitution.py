@@ -27,6 +27,7 @@ import numpy as np
 import tensorflow as tf
 import tf_keras as keras
 
+from converters import representative
 from tfmodels.layers.normalization import NoNorm
 
 # What can be substituted: {op: (replacement, config field, old, new value)}.
@@ -306,11 +307,9 @@ def recover(original, student, features, steps, batch_size=16,
     return loss
 
   before = evaluate()
-  rng = np.random.default_rng(seed)
-  n = len(features["input_ids"])
-  for step in range(steps):
-    rows = rng.choice(n, min(batch_size, n), replace=False)
-    loss = train_step({k: tf.constant(v[rows]) for k, v in features.items()})
+  batches = representative.random_batches(features, batch_size, steps, seed)
+  for step, batch in enumerate(batches):
+    loss = train_step(batch)
     if log and (step + 1) % max(1, steps // 5) == 0:
       log(f"recovery step {step + 1}/{steps}: loss {float(loss):.4g}")
   after = evaluate() if steps else before
