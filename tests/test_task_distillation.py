@@ -93,7 +93,7 @@ def test_each_term_matches_numpy(pair, head):
                              rtol=1e-5)
   # Prediction-layer distillation only (finetune --task_kd prediction).
   loss, metrics = finetuning_loss(student, teacher, task,
-                                  intermediate=False)(batch)
+                                  intermediate="prediction")(batch)
   assert set(metrics) == {"logit_kd", "task"}
   np.testing.assert_allclose(loss, logit + supervised, rtol=1e-5)
 
@@ -134,3 +134,38 @@ def test_finetune_with_teacher(tmp_path, pair):
   wrong = finetune(span_dir, tmp_path / "run2")
   assert wrong.returncode != 0
   assert "span head" in wrong.stderr.strip().splitlines()[-1]
+
+
+def test_transfer_adds_mobilebert_layer_losses_at_every_layer():
+  """finetune --task_kd transfer: eqs. 2 and 3 per layer against the
+  fine-tuned teacher, plus soft targets and labels (a PKT pair)."""
+  from tfmodels.distillation.losses import (attention_transfer_loss,
+                                            feature_map_transfer_loss)
+  teacher = build_model(load_config("tiny_ibbert"), Head("span"))
+  student = build_model(load_config("tiny_mobilebert"), Head("span"))
+  task = SpanTask("squad", "", None, 12)
+  rng = np.random.default_rng(1)
+  batch = make_features([list(rng.integers(5, 90, n)) for n in (12, 7)],
+                        seq_len=12)
+  batch["start_positions"] = np.array([3, 1], np.int32)
+  batch["end_positions"] = np.array([4, 5], np.int32)
+  loss, metrics = finetuning_loss(student, teacher, task,
+                                  intermediate="transfer")(batch)
+  layers = range(load_config("tiny_mobilebert").num_hidden_layers)
+  assert set(metrics) == {"logit_kd", "task"} | {
+      f"{kind}_{l}" for kind in ("fmt", "at") for l in layers}
+  inputs = {k: batch[k] for k in ("input_ids", "input_mask", "segment_ids")}
+  t = teacher(inputs, training=False)
+  s = student(inputs, training=False)
+  for l in layers:
+    np.testing.assert_allclose(metrics[f"fmt_{l}"], feature_map_transfer_loss(
+        t["hidden_states"][l], s["hidden_states"][l], batch["input_mask"]),
+                               rtol=1e-5)
+    np.testing.assert_allclose(metrics[f"at_{l}"], attention_transfer_loss(
+        t["attention_scores"][l], s["attention_scores"][l],
+        batch["input_mask"]), rtol=1e-5)
+    assert float(metrics[f"at_{l}"]) > 0
+  np.testing.assert_allclose(loss, sum(float(v) for v in metrics.values()),
+                             rtol=1e-5)
+  with pytest.raises(ValueError, match="intermediate must be"):
+    finetuning_loss(student, teacher, task, intermediate="hidden")

@@ -11,7 +11,8 @@ fine-tuning, logit KD from a fine-tuned teacher plus the task's own loss.
 from tfmodels.checkpoints.model_dir import encoder_of
 from tfmodels.distillation.kronecker_init import init_from_teacher
 from tfmodels.distillation.losses import masked_lm_loss, mse
-from tfmodels.distillation.progressive import copy_from_teacher
+from tfmodels.distillation.progressive import (copy_from_teacher,
+                                               layer_transfer_terms)
 
 
 def intermediate_kd_loss(teacher, student, input_mask):
@@ -55,15 +56,22 @@ def pretraining_loss(student, teacher):
   return loss_fn
 
 
-def finetuning_loss(student, teacher, task, intermediate=True):
+def finetuning_loss(student, teacher, task, intermediate="all"):
   """loss_fn(batch) of eq. 14: intermediate KD + logit KD + the task loss.
 
   `task` is a `training.tasks` task: it knows its logits and labels.
-  `intermediate=False` keeps only the prediction layer's soft targets and
-  the task loss (Hinton et al.'s distillation, TinyBERT's prediction-layer
-  stage).
+  `intermediate` picks the layer-wise terms: "all" is eq. 14 (embedding,
+  raw attention scores and FFN outputs by MSE); "transfer" is MobileBERT's
+  own layer-wise losses, feature-map (eq. 2) and attention (eq. 3, KL
+  after softmax) transfer at every layer, which a PKT/JKT student was
+  trained with (`progressive.layer_transfer_terms`); "prediction" none:
+  the prediction layer's soft targets and the task loss only (Hinton et
+  al.'s distillation, TinyBERT's prediction-layer stage).
   """
   from tfmodels.training.tasks import model_inputs
+  if intermediate not in ("all", "transfer", "prediction"):
+    raise ValueError(f"intermediate must be all, transfer or prediction, "
+                     f"got {intermediate!r}")
 
   def loss_fn(batch):
     inputs = model_inputs(batch)
@@ -72,11 +80,13 @@ def finetuning_loss(student, teacher, task, intermediate=True):
     logit = task.logit_kd(t, s, batch)
     supervised = task.supervised_loss(s, batch)
     metrics = {"logit_kd": logit, "task": supervised}
-    if not intermediate:
-      return logit + supervised, metrics
-    embedding, attention, ffn = intermediate_kd_loss(t, s,
-                                                     batch["input_mask"])
-    metrics.update(embedding_kd=embedding, attention_kd=attention,
-                   ffn_kd=ffn)
-    return embedding + attention + ffn + logit + supervised, metrics
+    if intermediate == "all":
+      embedding, attention, ffn = intermediate_kd_loss(t, s,
+                                                       batch["input_mask"])
+      metrics.update(embedding_kd=embedding, attention_kd=attention,
+                     ffn_kd=ffn)
+    elif intermediate == "transfer":
+      metrics.update(layer_transfer_terms(
+          t, s, batch["input_mask"], range(len(s["hidden_states"]))))
+    return sum(metrics.values()), metrics
   return loss_fn

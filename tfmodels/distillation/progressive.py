@@ -103,21 +103,29 @@ def copy_from_teacher(student, teacher, prefixes=COPIED_PREFIXES):
   return copied
 
 
+def layer_transfer_terms(teacher_outputs, student_outputs, input_mask,
+                         layers):
+  """{"fmt_l": eq. 2, "at_l": eq. 3} for each transferred layer l."""
+  terms = {}
+  for l in layers:
+    terms[f"fmt_{l}"] = feature_map_transfer_loss(
+        teacher_outputs["hidden_states"][l],
+        student_outputs["hidden_states"][l], input_mask)
+    terms[f"at_{l}"] = attention_transfer_loss(
+        teacher_outputs["attention_scores"][l],
+        student_outputs["attention_scores"][l], input_mask)
+  return terms
+
+
 def stage_loss(student, teacher, stage, alpha=0.5):
   """loss_fn(batch) -> (loss, metrics) of a stage."""
   def loss_fn(batch):
     features = {k: batch[k] for k in student.input}
     s = student(features, training=True)
     t = teacher({k: batch[k] for k in teacher.input}, training=False)
-    mask = batch["input_mask"]
-    total, metrics = 0.0, {}
-    for l in stage.transfer_layers:
-      fmt = feature_map_transfer_loss(t["hidden_states"][l],
-                                      s["hidden_states"][l], mask)
-      at = attention_transfer_loss(t["attention_scores"][l],
-                                   s["attention_scores"][l], mask)
-      metrics[f"fmt_{l}"], metrics[f"at_{l}"] = fmt, at
-      total += fmt + at
+    metrics = layer_transfer_terms(t, s, batch["input_mask"],
+                                   stage.transfer_layers)
+    total = sum(metrics.values())
     if stage.distill:
       pd = pretraining_distillation_loss(
           batch["masked_lm_ids"], batch["masked_lm_weights"],

@@ -35,11 +35,14 @@ flags.DEFINE_string("data_dir", None, "Directory of the task's files.")
 flags.DEFINE_string("init_dir", None, "Run or model directory to start from.")
 flags.DEFINE_string("teacher_dir", None, "Fine-tuned teacher for task-stage "
                     "KD (see the module docstring).")
-flags.DEFINE_enum("task_kd", "all", ["all", "prediction"], "With "
-                  "--teacher_dir: `all` matches the teacher's embedding "
-                  "output, attention scores and hidden states besides its "
-                  "soft logits (KroneckerBERT's eq. 14); `prediction` only "
-                  "its soft logits (plus the task loss in both).")
+flags.DEFINE_enum("task_kd", "all", ["all", "transfer", "prediction"],
+                  "With --teacher_dir: `all` matches the teacher's "
+                  "embedding output, attention scores and hidden states "
+                  "besides its soft logits (KroneckerBERT's eq. 14); "
+                  "`transfer` every layer's feature maps and attention "
+                  "distributions by MobileBERT's eqs. 2 and 3 besides its "
+                  "soft logits; `prediction` only its soft logits (plus the "
+                  "task loss in all three).")
 flags.DEFINE_string("model_dir", None, "Checkpoints, summaries, results.")
 flags.DEFINE_string("vocab_file", "data/vocab/uncased_vocab.txt", "vocab.txt")
 flags.DEFINE_integer("max_seq_length", 128, "Tokens per example.")
@@ -130,7 +133,7 @@ def _train(strategy, model, optimizer, task, features, teacher):
     print(f"copied {len(copied)} prediction-layer variables from the "
           "teacher", flush=True)
   loss_fn = (finetuning_loss(model, teacher, task,
-                             intermediate=FLAGS.task_kd == "all")
+                             intermediate=FLAGS.task_kd)
              if teacher is not None else
              lambda batch: task.loss(model, batch))
   n = len(features["input_ids"])
