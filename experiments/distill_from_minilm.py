@@ -20,7 +20,9 @@ takes 31% of MiniLM's encoder parameters and 28% of its FLOPs (BUILD_NOTES).
 
 Every QA model is converted to int8 at L = 384 (`convert_tflite`, scored on
 the dev set) and the int8 files are timed together on the host (LiteRT, 1
-and 2 threads). Results: RESULTS_DIR/distill_from_minilm.json (schema in
+and 2 threads). Each plain word table is probed before and after QA
+fine-tuning (`lexical_probe`: how much of the QA set it answers alone).
+Results: RESULTS_DIR/distill_from_minilm.json (schema in
 `collect`), .md and .png (quality, size, latency, and every run's training
 curves). Every step is a command of this project; a re-run skips finished
 steps. `--scale tiny` runs the chain in minutes for the tests (numbers
@@ -132,6 +134,11 @@ class Layout:
   def tflite(self, model):
     return self.path("tflite", model)
 
+  def probe(self, model, stage):
+    """`lexical_probe` of the model's word table before (encoder) or
+    after (qa) QA fine-tuning."""
+    return self.path("probe", f"{model}_{stage}", "probe.json")
+
   def tflite_file(self, model, mode="int8"):
     return os.path.join(self.tflite(model), f"{model}_qa_{mode}.tflite")
 
@@ -212,6 +219,15 @@ def build_steps(layout, scale):
         scale.export_length, "--modes", "int8", "--num_calibration_samples",
         scale.calibration_samples, "--overwrite"),
         layout.tflite(model), (layout.finetuned(model, "qa"),) + data_inputs))
+    if model != "kronecker":  # Kronecker factors hold no plain word table
+      for stage, model_dir in (("encoder", layout.run(model)),
+                               ("qa", layout.finetuned(model, "qa"))):
+        steps.append(Step(f"probe_{model}_{stage}", python_module(
+            "experiments.lexical_probe", "--model_dir", model_dir,
+            "--data_dir", task_dirs["wordnet_qa"],
+            "--output", layout.probe(model, stage)),
+            os.path.dirname(layout.probe(model, stage)),
+            (model_dir,) + data_inputs))
   steps.append(Step("bench", python_module(
       "android_bench", "run", "--target", "host", "--threads", "1,2",
       "--num_runs", scale.bench_runs, "--results_dir",
@@ -249,7 +265,10 @@ def collect(layout, command):
         "int8_size_mb": int8.get("size_mb"),
         "seq_length": report and report.get("seq_length"),
         "int8_ms": {str(t["threads"]): t["latency_ms"] for t in timings
-                    if t["model"] == f"{model}_qa" and t["mode"] == "int8"}})
+                    if t["model"] == f"{model}_qa" and t["mode"] == "int8"},
+        "word_table_em": {stage: (read_json(layout.probe(model, stage))
+                                  or {}).get("exact_match")
+                          for stage in ("encoder", "qa")}})
   return {"command": command, "host": _host(), "rows": rows}
 
 
@@ -337,6 +356,17 @@ def markdown(results, scale, curves=()):
   lines += ["", "Against the teacher:", ""]
   for r in results["rows"][1:]:
     lines.append("- " + _ratios(r, teacher))
+  lines += ["", "What each word table knows by itself "
+            "(`experiments.lexical_probe`: the context word nearest the "
+            "definition by word vectors alone, exact match on the QA dev "
+            "set), against the model's own QA EM:", ""]
+  for r in results["rows"]:
+    probe = r["word_table_em"]
+    if any(v is not None for v in probe.values()):
+      lines.append(
+          f"- {r['name']}: the table answers {fmt(probe['encoder'])}% "
+          f"before QA fine-tuning, {fmt(probe['qa'])}% after; the model "
+          f"{fmt(r['qa_em'])}%")
   if curves:
     lines += ["", "How far each run's losses got (the curves are in "
               f"{RESULTS_NAME}.png):", ""] + [f"- {l}" for l in curves]

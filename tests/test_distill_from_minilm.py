@@ -59,11 +59,14 @@ def test_tiny_recipe_end_to_end(tmp_path):
   for r in data["rows"]:
     assert set(r) == {"name", "role", "method", "encoder_params", "qa_f1",
                       "qa_em", "spam_acc", "qa_f1_int8", "int8_size_mb",
-                      "seq_length", "int8_ms"}
+                      "seq_length", "int8_ms", "word_table_em"}
     assert r["seq_length"] == 64
     assert 0 <= r["qa_f1"] <= 100 and 0 <= r["qa_f1_int8"] <= 100
     assert 0 <= r["spam_acc"] <= 100
     assert set(r["int8_ms"]) == {"1", "2"} and min(r["int8_ms"].values()) > 0
+  for name in ("teacher", "student", "baseline"):  # plain word tables
+    assert all(0 <= v <= 100 for v in rows[name]["word_table_em"].values())
+  assert rows["kronecker"]["word_table_em"] == {"encoder": None, "qa": None}
   assert rows["teacher"]["encoder_params"] == 22_713_216
   assert rows["student"]["encoder_params"] == count(
       load_config("mobilebert_minilm"))["params_encoder"]
@@ -71,6 +74,7 @@ def test_tiny_recipe_end_to_end(tmp_path):
   assert rows["student"]["int8_size_mb"] < rows["teacher"]["int8_size_mb"]
   table = (results / "distill_from_minilm.md").read_text()
   assert "| teacher: all-MiniLM-L6-v2" in table and "of the QA F1" in table
+  assert "- student: the table answers " in table
   assert (results / "distill_from_minilm.png").stat().st_size > 10_000
   # The student started from MiniLM: its word table at rank 128.
   log = (out / "runs" / "student" / "pipeline.log").read_text()
@@ -80,5 +84,5 @@ def test_tiny_recipe_end_to_end(tmp_path):
                          env=env)
   assert again.returncode == 0
   # slices, 2 shard sets, MiniLM, 3 pre-trainings, 4 x (QA, spam, convert),
-  # the benchmark.
-  assert again.stdout.count("done, skipped") == 20, again.stdout[-2000:]
+  # 3 x 2 word-table probes, the benchmark.
+  assert again.stdout.count("done, skipped") == 26, again.stdout[-2000:]

@@ -48,7 +48,8 @@ def model_inputs(batch):
   return {k: batch[k] for k in _INPUTS}
 
 
-def _find(data_dir, split, extension):
+def split_file(data_dir, split, extension):
+  """DATA_DIR/SPLIT.EXTENSION, plain or gzipped (ValueError if neither)."""
   for name in (f"{split}.{extension}", f"{split}.{extension}.gz"):
     if os.path.exists(os.path.join(data_dir, name)):
       return os.path.join(data_dir, name)
@@ -110,7 +111,7 @@ class SpanTask:
     return Head("span")
 
   def _read(self, split, is_training):
-    return squad.read_squad(_find(self.data_dir, split, "json"),
+    return squad.read_squad(split_file(self.data_dir, split, "json"),
                             is_training=is_training, strict=is_training)
 
   def _build(self, examples, is_training):
@@ -172,7 +173,7 @@ class TaggingTask:
     self.tags = tagging.tag_vocabulary(sentences)
 
   def _read(self, split):
-    return tagging.read_conll(_find(self.data_dir, split, "conll"))
+    return tagging.read_conll(split_file(self.data_dir, split, "conll"))
 
   def head(self):
     return Head("tagger", num_classes=len(self.tags))

@@ -1,0 +1,90 @@
+"""experiments.lexical_probe: the word a table alone picks, on hand-built
+tables whose right answer is known."""
+
+import json
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from conftest import REPO, write_lines
+from experiments.lexical_probe import probe, read_questions
+from tfmodels.tokenization import SPECIAL_TOKENS, WordPieceTokenizer
+
+WORDS = ["large", "animal", "small", "feline", "elephant", "kitten", "dog",
+         "barked", "sat", "slept", "ran", "cat"]
+QUESTIONS = [("large animal", "The elephant sat. A cat ran.", "elephant"),
+             ("small feline", "The dog barked. The kitten slept.", "kitten")]
+
+
+def _squad(questions):
+  paragraphs = [{"context": c, "qas": [{
+      "id": f"wn-{i}", "question": f"Which word means: {d}?",
+      "answers": [{"text": a, "answer_start": c.index(a)}]}]}
+                for i, (d, c, a) in enumerate(questions)]
+  return {"version": "1.1", "data": [{"title": "t", "paragraphs": paragraphs}]}
+
+
+@pytest.fixture()
+def vocab(tmp_path):
+  return write_lines(tmp_path / "vocab.txt", list(SPECIAL_TOKENS) + WORDS)
+
+
+def _table(vocab_file, rows=None, meanings=()):
+  """One-hot rows, except each word of `meanings` = the sum of others."""
+  tokenizer = WordPieceTokenizer(vocab_file)
+  table = np.eye(rows or len(tokenizer.vocab))
+  for word, parts in meanings:
+    table[tokenizer.token_to_id[word]] = sum(
+        table[tokenizer.token_to_id[p]] for p in parts)
+  return tokenizer, table
+
+
+def test_picks_the_word_whose_vector_matches_the_definition(vocab):
+  tokenizer, table = _table(vocab, meanings=[
+      ("elephant", ("large", "animal")), ("kitten", ("small", "feline"))])
+  assert probe(table, tokenizer, QUESTIONS) == {
+      "correct": 2, "total": 2, "exact_match": 100.0}
+  # Each definition now matches a distractor of its context instead.
+  tokenizer, table = _table(vocab, meanings=[
+      ("cat", ("large", "animal")), ("dog", ("small", "feline"))])
+  assert probe(table, tokenizer, QUESTIONS)["correct"] == 0
+
+
+def test_command_reads_a_model_dir_and_refuses_other_questions(vocab,
+                                                               tmp_path):
+  from tfmodels.checkpoints.model_dir import (Head, build_model, encoder_of,
+                                              save_model_dir)
+  from tfmodels.configs import load_config
+  config = load_config("tiny_bert")
+  tokenizer, table = _table(vocab, rows=config.vocab_size, meanings=[
+      ("elephant", ("large", "animal")), ("kitten", ("small", "feline"))])
+  table = table[:, :config.hidden_size]  # 17 words fit in 32 columns
+  model = build_model(config, Head("encoder"))
+  encoder_of(model).get_layer("embeddings").word_embeddings.embeddings.assign(
+      table.astype(np.float32))
+  save_model_dir(model, config, Head("encoder"), str(tmp_path / "model"))
+  data = tmp_path / "qa" / "dev.json"
+  data.parent.mkdir()
+  data.write_text(json.dumps(_squad(QUESTIONS)))
+  assert [q[0] for q in read_questions(str(data))] == [
+      "large animal", "small feline"]
+
+  command = [sys.executable, "-m", "experiments.lexical_probe",
+             "--model_dir", str(tmp_path / "model"), "--data_dir",
+             str(data.parent), "--vocab_file", vocab]
+  run = subprocess.run(command + ["--output", str(tmp_path / "out.json")],
+                       capture_output=True, text=True, cwd=REPO)
+  assert run.returncode == 0, run.stderr
+  assert "answers 2 of 2 questions exactly (100.0%)" in run.stdout
+  assert json.loads((tmp_path / "out.json").read_text())["correct"] == 2
+
+  other = _squad(QUESTIONS)
+  other["data"][0]["paragraphs"][1]["qas"][0]["question"] = "Who barked?"
+  data.write_text(json.dumps(other))
+  run = subprocess.run(command, capture_output=True, text=True, cwd=REPO)
+  assert run.returncode == 1
+  assert run.stderr.strip().splitlines()[-1] == (
+      f"error: {data}: question wn-1 is not a WordNet QA question "
+      "('Which word means: '...)")
