@@ -115,14 +115,16 @@ def word_table(model_dir, rank=0):
 
 def main(argv):
   del argv
-  from tfmodels.staging import OutputError, write_file
+  from tfmodels.staging import check_writable, write_file
   from tfmodels.tokenization import WordPieceTokenizer
+  from tfmodels.training.tasks import split_file
   if not FLAGS.model_dir:
     sys.exit("error: --model_dir is required")
   if FLAGS.rank < 0:
     sys.exit(f"error: --rank {FLAGS.rank}: must be >= 0")
   try:
-    from tfmodels.training.tasks import split_file
+    if FLAGS.output:
+      check_writable(FLAGS.output, "--output")
     questions = read_questions(split_file(FLAGS.data_dir, FLAGS.split,
                                           "json"))
     tokenizer = WordPieceTokenizer(FLAGS.vocab_file, True)
@@ -141,10 +143,7 @@ def main(argv):
         f"{result['correct']} of {result['total']} questions exactly "
         f"({result['exact_match']:.1f}%) by nearest word vector")
   if FLAGS.output:
-    try:
-      write_file(FLAGS.output, json.dumps(result, indent=2) + "\n")
-    except OutputError as e:
-      sys.exit(f"error: {e}")
+    write_file(FLAGS.output, json.dumps(result, indent=2) + "\n")
 
 
 def run():

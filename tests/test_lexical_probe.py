@@ -80,6 +80,14 @@ def test_command_reads_a_model_dir_and_refuses_other_questions(vocab,
   assert "answers 2 of 2 questions exactly (100.0%)" in run.stdout
   assert json.loads((tmp_path / "out.json").read_text())["correct"] == 2
 
+  blocker = tmp_path / "file"
+  blocker.write_text("")
+  run = subprocess.run(command + ["--output", str(blocker / "out.json")],
+                       capture_output=True, text=True, cwd=REPO)
+  assert run.returncode == 1
+  assert run.stderr.strip().splitlines()[-1] == (
+      f"error: --output {blocker}/out.json: {blocker} is not a directory")
+
   other = _squad(QUESTIONS)
   other["data"][0]["paragraphs"][1]["qas"][0]["question"] = "Who barked?"
   data.write_text(json.dumps(other))
