@@ -1,5 +1,5 @@
-"""experiments.lexical_probe: the word a table alone picks, on hand-built
-tables whose right answer is known."""
+"""experiments.lexical_probe (and its library, word_table_probe): the word
+a table alone picks, on hand-built tables whose right answer is known."""
 
 import json
 import subprocess
@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from conftest import REPO, write_lines
-from experiments.lexical_probe import probe, read_questions
+from experiments.word_table_probe import probe, read_questions
 from tfmodels.tokenization import SPECIAL_TOKENS, WordPieceTokenizer
 
 WORDS = ["large", "animal", "small", "feline", "elephant", "kitten", "dog",
