@@ -216,7 +216,7 @@ def plan(out):
   if FLAGS.representative_data:
     representative.check_file(FLAGS.representative_data)
   if FLAGS.substitute is not None:
-    from converters.substitution import parse_spec
+    from tfmodels.compression.substitution import parse_spec
     parse_spec(FLAGS.substitute)
     if FLAGS.saved_model:
       raise UsageError("--substitute needs --model_dir (the config says "
@@ -318,7 +318,8 @@ def substitute_reference(p, ref):
   substituted (and recovered) one, scores each stage, and records it all in
   ref.substitution. The report compares TFLite with this new model, and
   the gate with the original (write_outputs)."""
-  from converters import representative, substitution, validate
+  from converters import representative, validate
+  from tfmodels.compression import substitution
   from tfmodels.checkpoints.model_dir import Head
   spec = substitution.parse_spec(FLAGS.substitute)
   if ref.source.head == "encoder":

@@ -336,7 +336,7 @@ def train(qat, task, features, steps, batch_size=16, learning_rate=1e-5,
   range_shift}: the task loss of the fake-quantized model on
   `eval_features` (default: `features`) before and after, and the mean
   |change| of the activation range bounds relative to their width."""
-  from converters.representative import random_batches
+  from tfmodels.data.batches import random_batches
   from tfmodels.training.optimization import create_optimizer
   eval_features = eval_features or features
   before = mean_loss(qat, task, eval_features)

@@ -178,18 +178,6 @@ def sample(features, num_samples, seed=0):
   return {k: v[rows] for k, v in features.items()}
 
 
-def random_batches(features, batch_size, steps, seed=0):
-  """`steps` batches of up to batch_size rows, each drawn without
-  replacement from numpy `features` (as tensors): the fine-tuning loops of
-  QAT and substitution recovery."""
-  import tensorflow as tf
-  rng = np.random.default_rng(seed)
-  n = len(features["input_ids"])
-  for _ in range(steps):
-    rows = rng.choice(n, min(batch_size, n), replace=False)
-    yield {k: tf.constant(v[rows]) for k, v in features.items()}
-
-
 def calibration_dataset(features, num_samples, seed=0):
   """The converter's `representative_dataset`: a callable yielding one
   [1, L] example at a time as a dict by signature input name, so the input

@@ -15,7 +15,7 @@ import pytest
 import tensorflow as tf
 import tf_keras as keras
 
-from converters import substitution
+from tfmodels.compression import substitution
 from fixtures.converters import tiny_models
 from tfmodels.checkpoints.model_dir import Head, build_model
 from tfmodels.configs import load_config

@@ -26,6 +26,9 @@ SHARING_MODES = ("none", "all", "attention", "ffn")
 # The six weight matrices of a transformer block that KroneckerBERT factorises.
 KRONECKER_MATRICES = ("query", "key", "value", "attention_output",
                       "intermediate", "output")
+# What a carved student may hold at low rank: the block matrices and the
+# word-embedding table.
+LOW_RANK_MATRICES = KRONECKER_MATRICES + ("word_embeddings",)
 
 
 class ConfigError(ValueError):
@@ -67,12 +70,21 @@ class ModelConfig:
     attention_mask_bias: float, added to scores at padded positions. Bounded
       (not -1e9) so that int8 attention keeps its resolution; -120 still
       underflows exp() to exactly 0 in float32, so padding is invisible.
+    attention_head_size: int, the width of one attention head; the
+      attention width (q, k, v and the output projection's input) is
+      num_attention_heads * attention_head_size. Defaults to block width /
+      heads (every released model); a student with pruned heads keeps its
+      teacher's head size and hidden width, so it sets it.
     sharing_mode: str, ALBERT cross-layer sharing: all, attention, ffn, none.
     num_hidden_groups: int, ALBERT groups; layers in a group share weights.
     kronecker_factor_shapes: mapping from a block matrix name (query, key,
       value, attention_output, intermediate, output) to [m1, n1], the shape of
       factor A of W (m x n, m outputs) = sum_r A_r (x) B_r. Empty: dense.
     kronecker_num_sums: int, number of Kronecker products summed per matrix.
+    low_rank_ranks: mapping from a block matrix name (as
+      kronecker_factor_shapes) or `word_embeddings` to a rank r: that
+      matrix is stored as two factors (n x r)(r x m), as a carved student
+      holds it (tfmodels/compression). Empty: full rank.
     kronecker_embedding_size: int, length n of the embedding row vector B^E
       (table A^E is vocab x hidden/n); 0 means a dense embedding table.
     mixed_vocab_size: int, student vocabulary of a stage-I mixed-vocabulary
@@ -114,6 +126,7 @@ class ModelConfig:
   layer_norm_eps: float = 1e-12
   mlm_layer_norm_eps: float = 0.0
   attention_mask_bias: float = -120.0
+  attention_head_size: int | None = None
   # ALBERT.
   sharing_mode: str = "none"
   num_hidden_groups: int = 1
@@ -122,6 +135,8 @@ class ModelConfig:
       default_factory=dict)
   kronecker_num_sums: int = 1
   kronecker_embedding_size: int = 0
+  # Carved students (tfmodels/compression).
+  low_rank_ranks: Mapping[str, int] = dataclasses.field(default_factory=dict)
   # Mixed-vocabulary stage-I teacher.
   mixed_vocab_size: int = 0
   mixed_vocab_embedding_size: int = 0
@@ -135,6 +150,16 @@ class ModelConfig:
     object.__setattr__(
         self, "kronecker_factor_shapes",
         {k: tuple(v) for k, v in dict(self.kronecker_factor_shapes).items()})
+    object.__setattr__(self, "low_rank_ranks", dict(self.low_rank_ranks))
+    if self.attention_head_size is None:
+      heads = self.num_attention_heads
+      _require(heads <= 0 or self.block_size % heads == 0,
+               "intra_bottleneck_size" if self.use_bottleneck
+               else "hidden_size",
+               f"{self.block_size} is not a multiple of num_attention_heads"
+               f" ({heads}); or set attention_head_size")
+      object.__setattr__(self, "attention_head_size",
+                         self.block_size // heads if heads > 0 else 1)
     _validate(self)
 
   # Derived sizes, so callers never recompute them differently.
@@ -144,8 +169,9 @@ class ModelConfig:
     return self.intra_bottleneck_size if self.use_bottleneck else self.hidden_size
 
   @property
-  def attention_head_size(self) -> int:
-    return self.block_size // self.num_attention_heads
+  def attention_width(self) -> int:
+    """Width of q, k, v and of the attention output projection's input."""
+    return self.num_attention_heads * self.attention_head_size
 
   @property
   def uses_kronecker(self) -> bool:
@@ -159,6 +185,12 @@ class ModelConfig:
     out = dataclasses.asdict(self)
     out["kronecker_factor_shapes"] = {
         k: list(v) for k, v in self.kronecker_factor_shapes.items()}
+    # Written only where they say something, so every other model's
+    # config.json reads as before these fields existed.
+    if self.attention_head_size * self.num_attention_heads == self.block_size:
+      del out["attention_head_size"]
+    if not self.low_rank_ranks:
+      del out["low_rank_ranks"]
     return out
 
   def to_json(self) -> str:
@@ -243,6 +275,9 @@ def _check_type(source, key, value, field):
   if key == "kronecker_factor_shapes" and not isinstance(value, Mapping):
     raise ConfigError(f"{source}: field '{key}' must be an object mapping a"
                       f" matrix name to [m1, n1]")
+  if key == "low_rank_ranks" and not isinstance(value, Mapping):
+    raise ConfigError(f"{source}: field '{key}' must be an object mapping a"
+                      f" matrix name to a rank")
 
 
 def _require(condition: bool, field: str, message: str):
@@ -255,7 +290,8 @@ def _validate(c: ModelConfig):
                 "num_attention_heads", "intermediate_size",
                 "max_position_embeddings", "type_vocab_size", "embedding_size",
                 "intra_bottleneck_size", "num_feedforward_networks",
-                "num_hidden_groups", "kronecker_num_sums"):
+                "num_hidden_groups", "kronecker_num_sums",
+                "attention_head_size"):
     _require(getattr(c, field) > 0, field, "must be a positive integer")
   for field in ("hidden_dropout_prob", "attention_probs_dropout_prob"):
     _require(0.0 <= getattr(c, field) < 1.0, field, "must be in [0, 1)")
@@ -269,10 +305,6 @@ def _validate(c: ModelConfig):
            f"must be one of {SHARING_MODES}, got {c.sharing_mode!r}")
   _require(c.attention_mask_bias < 0, "attention_mask_bias", "must be < 0")
   _require(c.mlm_layer_norm_eps >= 0, "mlm_layer_norm_eps", "must be >= 0")
-  _require(c.block_size % c.num_attention_heads == 0,
-           "intra_bottleneck_size" if c.use_bottleneck else "hidden_size",
-           f"{c.block_size} is not a multiple of num_attention_heads"
-           f" ({c.num_attention_heads})")
   _require(c.num_hidden_groups <= c.num_hidden_layers, "num_hidden_groups",
            "cannot exceed num_hidden_layers")
 
@@ -290,6 +322,8 @@ def _validate(c: ModelConfig):
              "Kronecker layers are for model_type 'bert'")
     _require(c.mixed_vocab_size == 0, "mixed_vocab_size",
              "mixed vocabulary is for model_type 'bert'")
+    _require(not c.low_rank_ranks, "low_rank_ranks",
+             "low-rank layers are for model_type 'bert'")
     _require(not (c.use_bottleneck_attention or c.key_query_shared_bottleneck)
              or c.use_bottleneck, "use_bottleneck",
              "must be true for bottleneck attention / shared key-query")
@@ -318,6 +352,22 @@ def _validate(c: ModelConfig):
     m, n = kronecker_matrix_shape(c, matrix)
     _require(m % shape[0] == 0 and n % shape[1] == 0, where,
              f"A shape {list(shape)} must divide W shape [{m}, {n}]")
+  for matrix, rank in c.low_rank_ranks.items():
+    where = f"low_rank_ranks.{matrix}"
+    _require(matrix in LOW_RANK_MATRICES, "low_rank_ranks",
+             f"unknown matrix {matrix!r}; expected some of"
+             f" {LOW_RANK_MATRICES}")
+    _require(matrix not in c.kronecker_factor_shapes and not (
+        matrix == "word_embeddings" and c.kronecker_embedding_size), where,
+             "is Kronecker-factored already")
+    _require(isinstance(rank, int) and not isinstance(rank, bool)
+             and rank > 0, where, f"must be a positive integer, got {rank!r}")
+    if matrix == "word_embeddings":
+      m, n = c.embedding_size, c.vocab_size
+    else:
+      m, n = kronecker_matrix_shape(c, matrix)
+    _require(rank < min(m, n), where, f"rank {rank} saves nothing on a"
+             f" [{m}, {n}] matrix (must be below {min(m, n)})")
   if c.kronecker_embedding_size:
     _require(c.embedding_size % c.kronecker_embedding_size == 0,
              "kronecker_embedding_size",
@@ -333,5 +383,6 @@ def _validate(c: ModelConfig):
 
 def kronecker_matrix_shape(c: ModelConfig, matrix: str) -> tuple[int, int]:
   """(m, n) = (outputs, inputs) of a BERT block matrix, as in the paper."""
-  h, i = c.hidden_size, c.intermediate_size
-  return {"intermediate": (i, h), "output": (h, i)}.get(matrix, (h, h))
+  h, i, a = c.hidden_size, c.intermediate_size, c.attention_width
+  return {"intermediate": (i, h), "output": (h, i),
+          "attention_output": (h, a)}.get(matrix, (a, h))

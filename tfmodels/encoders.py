@@ -11,6 +11,12 @@
   attention_scores  L x [B, N, T, T]   per-head scores BEFORE the softmax
                                        (scaled, masked); softmax them for maps
   ffn_outputs       L x [B, T, block]  output of each block's (last) FFN
+  attention_contexts L x [B, T, N, H]  each head's context, the input of the
+                                       attention output projection
+  attention_outputs L x [B, T, block]  output of each attention sub-layer
+                                       (the first FFN's input)
+  ffn_activations   L x [B, T, I]    the (last) FFN's inner activations
+  (the last two are what compression scores heads and neurons by)
 
 BERT, ALBERT, KroneckerBERT and mixed-vocabulary models share one stack
 (`model_type: bert`); IB-BERT, MobileBERT and TINY share another
@@ -42,6 +48,10 @@ def _bert_blocks(c: ModelConfig):
                       if k in ("query", "key", "value", "attention_output")}
   ffn_shapes = {k: v for k, v in shapes.items()
                 if k in ("intermediate", "output")}
+  attention_ranks = {k: v for k, v in c.low_rank_ranks.items()
+                     if k in ("query", "key", "value", "attention_output")}
+  ffn_ranks = {k: v for k, v in c.low_rank_ranks.items()
+               if k in ("intermediate", "output")}
   made = {}
   for i in range(c.num_hidden_layers):
     g = c.group_of_layer(i)
@@ -59,14 +69,17 @@ def _bert_blocks(c: ModelConfig):
           initializer_range=c.initializer_range,
           normalization_type=c.normalization_type, epsilon=c.layer_norm_eps,
           kronecker_shapes=attention_shapes,
-          kronecker_num_sums=c.kronecker_num_sums, name=attention_key)
+          kronecker_num_sums=c.kronecker_num_sums,
+          low_rank_ranks=attention_ranks, output_size=c.hidden_size,
+          name=attention_key)
     if ffn_key not in made:
       made[ffn_key] = FeedForward(
           c.intermediate_size, c.hidden_act, dropout=c.hidden_dropout_prob,
           initializer_range=c.initializer_range,
           normalization_type=c.normalization_type, epsilon=c.layer_norm_eps,
           kronecker_shapes=ffn_shapes,
-          kronecker_num_sums=c.kronecker_num_sums, name=ffn_key)
+          kronecker_num_sums=c.kronecker_num_sums, low_rank_ranks=ffn_ranks,
+          name=ffn_key)
     yield made[attention_key], made[ffn_key]
 
 
@@ -91,6 +104,7 @@ def build_encoder(config: ModelConfig, seq_length=None, name=None):
   mask = attention_mask_from_input_mask(inputs["input_mask"])
 
   hidden_states, attention_scores, ffn_outputs = [], [], []
+  contexts, activations, attended = [], [], []
   h = embedding_output
   if c.model_type == "mobilebert":
     for i in range(c.num_hidden_layers):
@@ -99,13 +113,19 @@ def build_encoder(config: ModelConfig, seq_length=None, name=None):
       hidden_states.append(h)
       attention_scores.append(out["attention_scores"])
       ffn_outputs.append(out["ffn_output"])
+      contexts.append(out["attention_context"])
+      activations.append(out["ffn_activations"])
+      attended.append(out["attention_output"])
   else:
     for attention, ffn in _bert_blocks(c):
-      h, scores = attention(h, mask)
-      h = ffn(h)
+      h, scores, context = attention(h, mask, return_context=True)
+      attended.append(h)
+      h, inner = ffn(h, return_activations=True)
       hidden_states.append(h)
       attention_scores.append(scores)
       ffn_outputs.append(h)
+      contexts.append(context)
+      activations.append(inner)
 
   first_token = h[:, 0, :]
   if c.classifier_activation:
@@ -122,6 +142,9 @@ def build_encoder(config: ModelConfig, seq_length=None, name=None):
       "hidden_states": hidden_states,
       "attention_scores": attention_scores,
       "ffn_outputs": ffn_outputs,
+      "attention_contexts": contexts,
+      "attention_outputs": attended,
+      "ffn_activations": activations,
   }
   return float32_model(inputs, outputs, name or c.name)
 

@@ -135,10 +135,14 @@ class _Counter:
     self.flops_attention = 0
 
   def dense(self, n_in, n_out, kronecker=None, bias=True, tokens=None,
-            owns_params=True):
-    """One weight matrix; `owns_params=False` for a shared (ALBERT) reuse."""
+            owns_params=True, rank=0):
+    """One weight matrix; `owns_params=False` for a shared (ALBERT) reuse;
+    `rank` > 0 for a low-rank one (two factors)."""
     tokens = self.seq_len if tokens is None else tokens
-    if kronecker:
+    if rank:
+      params = rank * (n_in + n_out)
+      self.flops_linear += 2 * tokens * params
+    elif kronecker:
       a = tuple(kronecker)
       b = (n_out // a[0], n_in // a[1])
       sums = self.c.kronecker_num_sums
@@ -158,7 +162,11 @@ class _Counter:
 def _embedding_params(c: ModelConfig, k: _Counter):
   project_first, project_last, width = embedding_layout(c)
   E, H = c.embedding_size, c.hidden_size
-  if c.kronecker_embedding_size:
+  word_rank = c.low_rank_ranks.get("word_embeddings", 0)
+  if word_rank:  # a lookup, then a [rank, E] product per token
+    k.params += c.vocab_size * word_rank
+    k.dense(word_rank, E, bias=False)
+  elif c.kronecker_embedding_size:
     k.params += c.vocab_size * (E // c.kronecker_embedding_size)
     k.params += c.kronecker_embedding_size
   else:
@@ -175,15 +183,22 @@ def _bert_block(c: ModelConfig, k: _Counter, owns_attention: bool,
                 owns_ffn: bool):
   """Every layer costs FLOPs; only the owner of shared weights counts them."""
   H, I, shapes = c.hidden_size, c.intermediate_size, c.kronecker_factor_shapes
-  for name in ("query", "key", "value", "attention_output"):
-    k.dense(H, H, shapes.get(name), owns_params=owns_attention)
-  k.dense(H, I, shapes.get("intermediate"), owns_params=owns_ffn)
-  k.dense(I, H, shapes.get("output"), owns_params=owns_ffn)
+  A, ranks = c.attention_width, c.low_rank_ranks
+  for name in ("query", "key", "value"):
+    k.dense(H, A, shapes.get(name), owns_params=owns_attention,
+            rank=ranks.get(name, 0))
+  k.dense(A, H, shapes.get("attention_output"), owns_params=owns_attention,
+          rank=ranks.get("attention_output", 0))
+  k.dense(H, I, shapes.get("intermediate"), owns_params=owns_ffn,
+          rank=ranks.get("intermediate", 0))
+  k.dense(I, H, shapes.get("output"), owns_params=owns_ffn,
+          rank=ranks.get("output", 0))
   k.params += 2 * H * (owns_attention + owns_ffn)   # the two norms
 
 
 def _mobilebert_block(c: ModelConfig, k: _Counter):
   H, B, I = c.hidden_size, c.block_size, c.intermediate_size
+  A = c.attention_width
   qk_width = v_width = H
   if c.use_bottleneck:
     k.dense(H, B)
@@ -194,10 +209,10 @@ def _mobilebert_block(c: ModelConfig, k: _Counter):
       qk_width = B
     if c.use_bottleneck_attention:
       qk_width = v_width = B
-  k.dense(qk_width, B)   # query
-  k.dense(qk_width, B)   # key
-  k.dense(v_width, B)    # value
-  k.dense(B, B)          # attention output
+  k.dense(qk_width, A)   # query
+  k.dense(qk_width, A)   # key
+  k.dense(v_width, A)    # value
+  k.dense(A, B)          # attention output
   k.params += 2 * B
   for _ in range(c.num_feedforward_networks):
     k.dense(B, I)
@@ -240,7 +255,7 @@ def count(c: ModelConfig, seq_len: int = 128) -> dict:
                   owner(i, c.sharing_mode in ("all", "attention")),
                   owner(i, c.sharing_mode in ("all", "ffn")))
   for _ in range(c.num_hidden_layers):
-    k.attention_products(c.block_size)
+    k.attention_products(c.attention_width)
   if c.classifier_activation:
     k.dense(c.hidden_size, c.hidden_size, tokens=1)
   params_encoder = k.params

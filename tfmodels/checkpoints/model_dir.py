@@ -121,6 +121,30 @@ def write_description(directory, config, head):
     write_file(os.path.join(directory, name), text)
 
 
+def read_task_spec(model_dir):
+  """task.json of a finetune (or compress) run, or ValueError naming the field that is
+  missing or of the wrong type."""
+  path = os.path.join(model_dir, "task.json")
+  try:
+    with open(path) as f:
+      spec = json.load(f)
+  except FileNotFoundError:
+    raise ValueError(f"--model_dir {model_dir}: no task.json (not a "
+                     "finetune run; for a pretrain / distill run pass "
+                     "--pretraining_data)") from None
+  except (OSError, ValueError) as e:
+    raise ValueError(f"{path}: cannot read it ({e})") from None
+  fields = {"task": str, "max_seq_length": int, "vocab_file": str}
+  for name, kind in fields.items():
+    value = spec.get(name) if isinstance(spec, dict) else None
+    if type(value) is not kind or (kind is int and value < 1):  # pylint: disable=unidiomatic-typecheck
+      raise ValueError(f"{path}: {name} must be a "
+                       f"{'positive integer' if kind is int else 'string'}, "
+                       f"got {value!r}")
+  return spec
+
+
+
 class CorruptCheckpointError(ValueError):
   """A checkpoint file that cannot be read at all; the message names it."""
 
@@ -234,12 +258,18 @@ def claim_run_dir(model_dir, config, head, task=None, flag="--model_dir",
       raise
 
 
-def save_model_dir(model, config, head, output_dir, overwrite=False):
-  """Writes DIR atomically; refuses an existing DIR unless overwrite."""
+def save_model_dir(model, config, head, output_dir, overwrite=False,
+                   files=None):
+  """Writes DIR atomically; refuses an existing DIR unless overwrite.
+
+  `files` ({name: text}) join it in the same commit (a carved model's
+  task.json and carving.json)."""
   if os.path.exists(output_dir) and not overwrite:
     raise FileExistsError(f"{output_dir} exists (pass --overwrite)")
   with staged_directory(output_dir) as staging:
     write_description(staging, config, head)
+    for name, text in (files or {}).items():
+      write_file(os.path.join(staging, name), text)
     tf.train.Checkpoint(model=model).write(
         os.path.join(staging, CHECKPOINT_PREFIX + "-1"))
     serving = _Serving(model, head)

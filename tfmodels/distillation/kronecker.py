@@ -56,6 +56,19 @@ def pretraining_loss(student, teacher):
   return loss_fn
 
 
+# What each task-stage KD mode compares, so what teacher and student must
+# share: head-for-head attention needs equal heads, feature maps equal depth
+# and width; soft logits only the task (and the vocabulary the ids index).
+TASK_KD_NEEDS = {
+    "all": ("num_hidden_layers", "hidden_size", "num_attention_heads",
+            "vocab_size"),
+    "transfer": ("num_hidden_layers", "hidden_size", "num_attention_heads",
+                 "vocab_size"),
+    "hidden": ("num_hidden_layers", "hidden_size", "vocab_size"),
+    "prediction": ("vocab_size",),
+}
+
+
 def finetuning_loss(student, teacher, task, intermediate="all"):
   """loss_fn(batch) of eq. 14: intermediate KD + logit KD + the task loss.
 
@@ -64,14 +77,16 @@ def finetuning_loss(student, teacher, task, intermediate="all"):
   raw attention scores and FFN outputs by MSE); "transfer" is MobileBERT's
   own layer-wise losses, feature-map (eq. 2) and attention (eq. 3, KL
   after softmax) transfer at every layer, which a PKT/JKT student was
-  trained with (`progressive.layer_transfer_terms`); "prediction" none:
+  trained with (`progressive.layer_transfer_terms`); "hidden" the
+  feature-map term alone (a carved student with fewer heads: CoFi's
+  layer-wise distillation on hidden states); "prediction" none:
   the prediction layer's soft targets and the task loss only (Hinton et
   al.'s distillation, TinyBERT's prediction-layer stage).
   """
   from tfmodels.training.tasks import model_inputs
-  if intermediate not in ("all", "transfer", "prediction"):
-    raise ValueError(f"intermediate must be all, transfer or prediction, "
-                     f"got {intermediate!r}")
+  if intermediate not in TASK_KD_NEEDS:
+    raise ValueError(f"intermediate must be one of {sorted(TASK_KD_NEEDS)},"
+                     f" got {intermediate!r}")
 
   def loss_fn(batch):
     inputs = model_inputs(batch)
@@ -85,8 +100,9 @@ def finetuning_loss(student, teacher, task, intermediate="all"):
                                                        batch["input_mask"])
       metrics.update(embedding_kd=embedding, attention_kd=attention,
                      ffn_kd=ffn)
-    elif intermediate == "transfer":
+    elif intermediate in ("transfer", "hidden"):
       metrics.update(layer_transfer_terms(
-          t, s, batch["input_mask"], range(len(s["hidden_states"]))))
+          t, s, batch["input_mask"], range(len(s["hidden_states"])),
+          attention=intermediate == "transfer"))
     return sum(metrics.values()), metrics
   return loss_fn

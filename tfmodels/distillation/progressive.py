@@ -104,13 +104,16 @@ def copy_from_teacher(student, teacher, prefixes=COPIED_PREFIXES):
 
 
 def layer_transfer_terms(teacher_outputs, student_outputs, input_mask,
-                         layers):
-  """{"fmt_l": eq. 2, "at_l": eq. 3} for each transferred layer l."""
+                         layers, attention=True):
+  """{"fmt_l": eq. 2, "at_l": eq. 3} for each transferred layer l; without
+  `attention` only the feature maps (a student whose heads differ)."""
   terms = {}
   for l in layers:
     terms[f"fmt_{l}"] = feature_map_transfer_loss(
         teacher_outputs["hidden_states"][l],
         student_outputs["hidden_states"][l], input_mask)
+    if not attention:
+      continue
     terms[f"at_{l}"] = attention_transfer_loss(
         teacher_outputs["attention_scores"][l],
         student_outputs["attention_scores"][l], input_mask)
@@ -137,11 +140,16 @@ def stage_loss(student, teacher, stage, alpha=0.5):
   return loss_fn
 
 
-def check_compatible(teacher_config, student_config):
-  """Layer-wise transfer needs equal depth, feature-map width and heads."""
-  for field in ("num_hidden_layers", "hidden_size", "num_attention_heads",
-                "vocab_size"):
+LAYER_TRANSFER_FIELDS = ("num_hidden_layers", "hidden_size",
+                         "num_attention_heads", "vocab_size")
+
+
+def check_compatible(teacher_config, student_config,
+                     fields=LAYER_TRANSFER_FIELDS,
+                     why="layer-wise transfer needs them equal"):
+  """The configs agree on `fields` (by default what layer-wise transfer
+  needs: equal depth, feature-map width and heads), or ValueError."""
+  for field in fields:
     t, s = getattr(teacher_config, field), getattr(student_config, field)
     if t != s:
-      raise ValueError(f"teacher {field} {t} != student {field} {s}: "
-                       "layer-wise transfer needs them equal")
+      raise ValueError(f"teacher {field} {t} != student {field} {s}: {why}")

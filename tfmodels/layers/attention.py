@@ -42,14 +42,18 @@ class MultiHeadAttention(keras.layers.Layer):
     kronecker_shapes: dict or None, A-factor shape per projection name
       (query, key, value, attention_output) for KroneckerBERT.
     kronecker_num_sums: int.
+    low_rank_ranks: dict or None, rank per projection name (LowRankDense).
 
   Call args:
     query, key, value: [B, F, Dq], [B, T, Dk], [B, T, Dv].
     attention_mask: [B, 1, 1, T] float 0/1 (see attention_mask_from_input_mask).
+    return_context: bool, also return each head's context.
 
   Returns:
     (output [B, F, output_size], scores [B, N, F, T] before the softmax, after
-    scaling and masking: softmax(scores) is the attention distribution).
+    scaling and masking: softmax(scores) is the attention distribution), and
+    with return_context the per-head context [B, F, N, H] that the output
+    projection reads (what head pruning scores).
 
   Example:
     >>> mha = MultiHeadAttention(num_heads=2, head_size=4, output_size=8)
@@ -60,7 +64,7 @@ class MultiHeadAttention(keras.layers.Layer):
 
   def __init__(self, num_heads, head_size, output_size, dropout=0.0,
                mask_bias=-120.0, initializer_range=0.02, kronecker_shapes=None,
-               kronecker_num_sums=1, **kwargs):
+               kronecker_num_sums=1, low_rank_ranks=None, **kwargs):
     super().__init__(**kwargs)
     self.num_heads = num_heads
     self.head_size = head_size
@@ -70,11 +74,12 @@ class MultiHeadAttention(keras.layers.Layer):
     self.initializer_range = initializer_range
     self.kronecker_shapes = dict(kronecker_shapes or {})
     self.kronecker_num_sums = kronecker_num_sums
+    self.low_rank_ranks = dict(low_rank_ranks or {})
 
     width = num_heads * head_size
     dense = lambda units, name: make_dense(
         units, name, initializer_range, self.kronecker_shapes.get(name),
-        kronecker_num_sums)
+        kronecker_num_sums, low_rank=self.low_rank_ranks.get(name, 0))
     self.query_dense = dense(width, "query")
     self.key_dense = dense(width, "key")
     self.value_dense = dense(width, "value")
@@ -85,7 +90,8 @@ class MultiHeadAttention(keras.layers.Layer):
     shape = static_or_dynamic_shape(x)[:-1] + [self.num_heads, self.head_size]
     return tf.reshape(x, shape)                             # [B, T, N, H]
 
-  def call(self, query, key, value, attention_mask=None, training=None):
+  def call(self, query, key, value, attention_mask=None, training=None,
+           return_context=False):
     q = self._split_heads(self.query_dense(query))
     k = self._split_heads(self.key_dense(key))
     v = self._split_heads(self.value_dense(value))
@@ -96,7 +102,8 @@ class MultiHeadAttention(keras.layers.Layer):
     context = tf.einsum("BNFT,BTNH->BFNH", probs, v)
     shape = static_or_dynamic_shape(context)[:2] + [
         self.num_heads * self.head_size]
-    return self.output_dense(tf.reshape(context, shape)), scores
+    output = self.output_dense(tf.reshape(context, shape))
+    return (output, scores, context) if return_context else (output, scores)
 
   # masked_scores and attention_probabilities are methods of their own so
   # that quantization-aware training (converters/qat.py) can round the
@@ -119,7 +126,8 @@ class MultiHeadAttention(keras.layers.Layer):
                   mask_bias=self.mask_bias,
                   initializer_range=self.initializer_range,
                   kronecker_shapes=self.kronecker_shapes,
-                  kronecker_num_sums=self.kronecker_num_sums)
+                  kronecker_num_sums=self.kronecker_num_sums,
+                  low_rank_ranks=self.low_rank_ranks)
     return config
 
 
@@ -132,13 +140,16 @@ class SelfAttentionBlock(keras.layers.Layer):
 
   Args:
     num_heads, head_size, dropout, attention_dropout, mask_bias,
-    initializer_range, kronecker_shapes, kronecker_num_sums: see
-      MultiHeadAttention; output width = input width.
+    initializer_range, kronecker_shapes, kronecker_num_sums, low_rank_ranks:
+      see MultiHeadAttention.
+    output_size: int, the input (residual) width D; None means
+      num_heads * head_size (a block whose heads were not pruned).
     normalization_type: str, `layer_norm` or `no_norm`.
     epsilon: float.
 
   Returns:
-    (output [B, T, D], scores [B, N, T, T]).
+    (output [B, T, D], scores [B, N, T, T]), and with return_context the
+    per-head context [B, T, N, H].
 
   Example:
     >>> block = SelfAttentionBlock(num_heads=2, head_size=4)
@@ -149,26 +160,33 @@ class SelfAttentionBlock(keras.layers.Layer):
   def __init__(self, num_heads, head_size, dropout=0.0, attention_dropout=0.0,
                mask_bias=-120.0, initializer_range=0.02,
                normalization_type="layer_norm", epsilon=1e-12,
-               kronecker_shapes=None, kronecker_num_sums=1, **kwargs):
+               kronecker_shapes=None, kronecker_num_sums=1,
+               low_rank_ranks=None, output_size=None, **kwargs):
     super().__init__(**kwargs)
+    output_size = output_size or num_heads * head_size
     self._config = dict(
         num_heads=num_heads, head_size=head_size, dropout=dropout,
         attention_dropout=attention_dropout, mask_bias=mask_bias,
         initializer_range=initializer_range,
         normalization_type=normalization_type, epsilon=epsilon,
         kronecker_shapes=dict(kronecker_shapes or {}),
-        kronecker_num_sums=kronecker_num_sums)
+        kronecker_num_sums=kronecker_num_sums,
+        low_rank_ranks=dict(low_rank_ranks or {}), output_size=output_size)
     self.attention = MultiHeadAttention(
-        num_heads, head_size, output_size=num_heads * head_size,
+        num_heads, head_size, output_size=output_size,
         dropout=attention_dropout, mask_bias=mask_bias,
         initializer_range=initializer_range, kronecker_shapes=kronecker_shapes,
-        kronecker_num_sums=kronecker_num_sums, name="self_attention")
+        kronecker_num_sums=kronecker_num_sums, low_rank_ranks=low_rank_ranks,
+        name="self_attention")
     self.dropout = keras.layers.Dropout(dropout)
     self.norm = make_normalization(normalization_type, epsilon, "norm")
 
-  def call(self, x, attention_mask=None, training=None):
-    out, scores = self.attention(x, x, x, attention_mask, training=training)
-    return self.norm(x + self.dropout(out, training=training)), scores
+  def call(self, x, attention_mask=None, training=None, return_context=False):
+    out, scores, context = self.attention(x, x, x, attention_mask,
+                                          training=training,
+                                          return_context=True)
+    out = self.norm(x + self.dropout(out, training=training))
+    return (out, scores, context) if return_context else (out, scores)
 
   def get_config(self):
     config = super().get_config()

@@ -10,6 +10,7 @@ word vector is made and where the width changes:
     sequence ends, the [PAD] row at padded positions unless
     `trigram_zero_padding`).
   * KroneckerBERT: the word table is A^E (x) B^E (KroneckerEmbedding).
+  * A carved student: the word table at rank r (LowRankEmbedding).
   * Mixed-vocabulary teacher: ids >= vocab_size index a student table of
     width mixed_vocab_embedding_size, projected up to the teacher's width.
 """
@@ -20,6 +21,7 @@ import tf_keras as keras
 from tfmodels.configs import ModelConfig
 from tfmodels.layers.attention import static_or_dynamic_shape
 from tfmodels.layers.kronecker import KroneckerEmbedding
+from tfmodels.layers.low_rank import LowRankEmbedding
 from tfmodels.layers.normalization import make_normalization
 
 
@@ -72,7 +74,11 @@ class Embeddings(keras.layers.Layer):
         stddev=c.initializer_range)
     E, H = c.embedding_size, c.hidden_size
 
-    if c.kronecker_embedding_size:
+    if c.low_rank_ranks.get("word_embeddings"):
+      self.word_embeddings = LowRankEmbedding(
+          c.vocab_size, E, c.low_rank_ranks["word_embeddings"],
+          c.initializer_range, name="word_embeddings")
+    elif c.kronecker_embedding_size:
       self.word_embeddings = KroneckerEmbedding(
           c.vocab_size, E, c.kronecker_embedding_size, c.initializer_range,
           name="word_embeddings")

@@ -21,6 +21,12 @@ class FeedForward(keras.layers.Layer):
     kronecker_shapes: dict or None, A-factor shapes for `intermediate` and
       `output` (KroneckerBERT).
     kronecker_num_sums: int.
+    low_rank_ranks: dict or None, rank of `intermediate` / `output`
+      (LowRankDense).
+
+  Call args:
+    h: [B, T, D]; return_activations: bool, also return the inner
+      activations [B, T, intermediate_size] (what neuron pruning scores).
 
   Example:
     >>> FeedForward(16, "relu")(tf.ones([1, 3, 8])).shape
@@ -30,20 +36,23 @@ class FeedForward(keras.layers.Layer):
   def __init__(self, intermediate_size, activation="gelu", dropout=0.0,
                initializer_range=0.02, normalization_type="layer_norm",
                epsilon=1e-12, kronecker_shapes=None, kronecker_num_sums=1,
-               **kwargs):
+               low_rank_ranks=None, **kwargs):
     super().__init__(**kwargs)
     self._config = dict(
         intermediate_size=intermediate_size, activation=activation,
         dropout=dropout, initializer_range=initializer_range,
         normalization_type=normalization_type, epsilon=epsilon,
         kronecker_shapes=dict(kronecker_shapes or {}),
-        kronecker_num_sums=kronecker_num_sums)
+        kronecker_num_sums=kronecker_num_sums,
+        low_rank_ranks=dict(low_rank_ranks or {}))
     self.activation = get_activation(activation)
     self.kronecker_shapes = dict(kronecker_shapes or {})
     self.kronecker_num_sums = kronecker_num_sums
+    self.low_rank_ranks = dict(low_rank_ranks or {})
     self.intermediate = make_dense(
         intermediate_size, "intermediate", initializer_range,
-        self.kronecker_shapes.get("intermediate"), kronecker_num_sums)
+        self.kronecker_shapes.get("intermediate"), kronecker_num_sums,
+        low_rank=self.low_rank_ranks.get("intermediate", 0))
     self.dropout = keras.layers.Dropout(dropout)
     self.norm = make_normalization(normalization_type, epsilon, "norm")
     self.initializer_range = initializer_range
@@ -52,13 +61,15 @@ class FeedForward(keras.layers.Layer):
     # The output width is the input width (residual), known only here.
     self.output_dense = make_dense(
         int(input_shape[-1]), "output", self.initializer_range,
-        self.kronecker_shapes.get("output"), self.kronecker_num_sums)
+        self.kronecker_shapes.get("output"), self.kronecker_num_sums,
+        low_rank=self.low_rank_ranks.get("output", 0))
     super().build(input_shape)
 
-  def call(self, h, training=None):
+  def call(self, h, training=None, return_activations=False):
     inner = self.activation(self.intermediate(h))
     out = self.dropout(self.output_dense(inner), training=training)
-    return self.norm(h + out)
+    out = self.norm(h + out)
+    return (out, inner) if return_activations else out
 
   def get_config(self):
     config = super().get_config()

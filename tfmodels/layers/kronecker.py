@@ -12,6 +12,8 @@ import math
 import tensorflow as tf
 import tf_keras as keras
 
+from tfmodels.layers.low_rank import LowRankDense
+
 
 def kronecker_contraction_order(a_shape, b_shape) -> str:
   """Which factor to contract first: the cheaper order of eq. 7.
@@ -178,8 +180,12 @@ class KroneckerEmbedding(keras.layers.Layer):
 
 
 def make_dense(units, name, initializer_range, kronecker_shape=None,
-               num_sums=1, activation=None):
-  """A Dense layer, or a KroneckerDense when the config factorises it."""
+               num_sums=1, activation=None, low_rank=0):
+  """A Dense layer, or a KroneckerDense when the config factorises it, or a
+  LowRankDense of rank `low_rank` (a carved student's)."""
+  if low_rank:
+    return LowRankDense(units, low_rank, activation=activation,
+                        initializer_range=initializer_range, name=name)
   if kronecker_shape:
     return KroneckerDense(units, a_shape=kronecker_shape, num_sums=num_sums,
                           activation=activation,

@@ -31,7 +31,11 @@ class MobileBertBlock(keras.layers.Layer):
 
   Returns:
     dict with `output` [B, T, hidden_size], `attention_scores` [B, N, T, T]
-    (pre-softmax) and `ffn_output` [B, T, intra_bottleneck_size].
+    (pre-softmax), `ffn_output` [B, T, intra_bottleneck_size],
+    `attention_context` [B, T, N, head size] (each head's context) and
+    `ffn_activations` [B, T, intermediate_size] (the last FFN's inner layer)
+    and `attention_output` [B, T, intra_bottleneck_size] (the first FFN's
+    input).
 
   Example:
     >>> from tfmodels.configs import load_config
@@ -85,17 +89,19 @@ class MobileBertBlock(keras.layers.Layer):
         q = k = v = layer_input
       elif c.key_query_shared_bottleneck:
         q = k = self.shared_qk_norm(self.shared_qk(x))
-    attended, scores = self.attention(q, k, v, attention_mask,
-                                      training=training)
-    h = self.attention_norm(
+    attended, scores, context = self.attention(
+        q, k, v, attention_mask, training=training, return_context=True)
+    h = attention_output = self.attention_norm(
         self.attention_dropout(attended, training=training) + layer_input)
     for ffn in self.ffns:
-      h = ffn(h, training=training)
+      h, activations = ffn(h, training=training, return_activations=True)
     out = h
     if c.use_bottleneck:
       out = self.bottleneck_output_norm(
           self.output_dropout(self.bottleneck_output(h), training=training) + x)
-    return {"output": out, "attention_scores": scores, "ffn_output": h}
+    return {"output": out, "attention_scores": scores, "ffn_output": h,
+            "attention_context": context, "ffn_activations": activations,
+            "attention_output": attention_output}
 
   def get_config(self):
     config = super().get_config()

@@ -36,7 +36,7 @@ def main(argv):
   if len(argv) > 1:
     raise app.UsageError(f"unexpected arguments: {' '.join(argv[1:])}")
   logging.set_verbosity(logging.WARNING)
-  from tfmodels.checkpoints.model_dir import load_model_dir
+  from tfmodels.checkpoints.model_dir import load_model_dir, read_task_spec
   from tfmodels.staging import OutputError, lock_until_exit, write_file
   from tfmodels.configs import ConfigError
   from tfmodels.tokenization import VocabError, WordPieceTokenizer
@@ -77,29 +77,6 @@ def main(argv):
   print(text)
   if FLAGS.output:
     write_file(FLAGS.output, text + "\n")
-
-
-def read_task_spec(model_dir):
-  """task.json of a finetune run, or ValueError naming the field that is
-  missing or of the wrong type."""
-  path = os.path.join(model_dir, "task.json")
-  try:
-    with open(path) as f:
-      spec = json.load(f)
-  except FileNotFoundError:
-    raise ValueError(f"--model_dir {model_dir}: no task.json (not a "
-                     "finetune run; for a pretrain / distill run pass "
-                     "--pretraining_data)") from None
-  except (OSError, ValueError) as e:
-    raise ValueError(f"{path}: cannot read it ({e})") from None
-  fields = {"task": str, "max_seq_length": int, "vocab_file": str}
-  for name, kind in fields.items():
-    value = spec.get(name) if isinstance(spec, dict) else None
-    if type(value) is not kind or (kind is int and value < 1):  # pylint: disable=unidiomatic-typecheck
-      raise ValueError(f"{path}: {name} must be a "
-                       f"{'positive integer' if kind is int else 'string'}, "
-                       f"got {value!r}")
-  return spec
 
 
 def run():

@@ -35,14 +35,18 @@ flags.DEFINE_string("data_dir", None, "Directory of the task's files.")
 flags.DEFINE_string("init_dir", None, "Run or model directory to start from.")
 flags.DEFINE_string("teacher_dir", None, "Fine-tuned teacher for task-stage "
                     "KD (see the module docstring).")
-flags.DEFINE_enum("task_kd", "all", ["all", "transfer", "prediction"],
+flags.DEFINE_enum("task_kd", "all", ["all", "transfer", "hidden",
+                                      "prediction"],
                   "With --teacher_dir: `all` matches the teacher's "
                   "embedding output, attention scores and hidden states "
                   "besides its soft logits (KroneckerBERT's eq. 14); "
                   "`transfer` every layer's feature maps and attention "
                   "distributions by MobileBERT's eqs. 2 and 3 besides its "
-                  "soft logits; `prediction` only its soft logits (plus the "
-                  "task loss in all three).")
+                  "soft logits; `hidden` the feature maps (eq. 2) and soft "
+                  "logits, for a student with other heads (a carved one); "
+                  "`prediction` only its soft logits (plus the task loss in "
+                  "all four). The student must match the teacher in what "
+                  "the mode compares.")
 flags.DEFINE_string("model_dir", None, "Checkpoints, summaries, results.")
 flags.DEFINE_string("vocab_file", "data/vocab/uncased_vocab.txt", "vocab.txt")
 flags.DEFINE_integer("max_seq_length", 128, "Tokens per example.")
@@ -158,14 +162,18 @@ def _train(strategy, model, optimizer, task, features, teacher):
 
 
 def _load_teacher(teacher_dir, task, student_config):
-  """The fine-tuned teacher; its head must be the task's."""
+  """The fine-tuned teacher; its head must be the task's, its shapes what
+  --task_kd compares."""
   from tfmodels.checkpoints.model_dir import load_model_dir
+  from tfmodels.distillation.kronecker import TASK_KD_NEEDS
   from tfmodels.distillation.progressive import check_compatible
   teacher, teacher_config, head = load_model_dir(teacher_dir)
   if head != task.head():
     raise ValueError(f"{teacher_dir}: the teacher has a {head.kind} head "
                      f"({head}), the task needs {task.head()}")
-  check_compatible(teacher_config, student_config)
+  check_compatible(teacher_config, student_config,
+                   TASK_KD_NEEDS[FLAGS.task_kd],
+                   f"--task_kd {FLAGS.task_kd} needs them equal")
   return teacher
 
 

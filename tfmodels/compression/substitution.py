@@ -27,7 +27,7 @@ import numpy as np
 import tensorflow as tf
 import tf_keras as keras
 
-from converters import representative
+from tfmodels.data.batches import batches, random_batches
 from tfmodels.layers.normalization import NoNorm
 
 # What can be substituted: {op: (replacement, config field, old, new value)}.
@@ -129,10 +129,8 @@ def _record(layers, statistics, target=None):
 
 
 def _batches(features, batch_size):
-  n = len(features["input_ids"])
-  for start in range(0, n, batch_size):
-    yield {k: tf.constant(v[start:start + batch_size])
-           for k, v in features.items()}
+  for batch in batches(features, batch_size):
+    yield {k: tf.constant(v) for k, v in batch.items()}
 
 
 def _call_outputs(model, layers, batch):
@@ -258,17 +256,22 @@ def substitute(original, config, head, spec, features, rounds=2):
 
 def distillation_loss(teacher_out, student_out, input_mask):
   """Feature-map transfer on every hidden state (and the embeddings) plus
-  attention transfer on every layer's scores, summed (MobileBERT eqs. 2-3)."""
+  attention transfer on every layer's scores, summed (MobileBERT eqs. 2-3).
+
+  Attention transfer compares head with head, so a layer whose student has
+  other heads than its teacher (a carved student) contributes feature maps
+  only."""
   from tfmodels.distillation import losses
   pairs = list(zip(teacher_out["hidden_states"], student_out["hidden_states"]))
   pairs.append((teacher_out["embedding_output"],
                 student_out["embedding_output"]))
   feature_map = tf.add_n([losses.feature_map_mse(t, s, input_mask)
                           for t, s in pairs])
-  attention = tf.add_n([
+  attention = [
       losses.attention_transfer_loss(t, s, input_mask) for t, s in zip(
-          teacher_out["attention_scores"], student_out["attention_scores"])])
-  return feature_map, attention
+          teacher_out["attention_scores"], student_out["attention_scores"])
+      if t.shape[1] == s.shape[1]]
+  return feature_map, tf.add_n(attention) if attention else tf.constant(0.0)
 
 
 def recover(original, student, features, steps, batch_size=16,
@@ -307,8 +310,8 @@ def recover(original, student, features, steps, batch_size=16,
     return loss
 
   before = evaluate()
-  batches = representative.random_batches(features, batch_size, steps, seed)
-  for step, batch in enumerate(batches):
+  for step, batch in enumerate(random_batches(features, batch_size, steps,
+                                              seed)):
     loss = train_step(batch)
     if log and (step + 1) % max(1, steps // 5) == 0:
       log(f"recovery step {step + 1}/{steps}: loss {float(loss):.4g}")

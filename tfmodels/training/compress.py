@@ -1,0 +1,242 @@
+"""Carve a student out of a fine-tuned teacher's own weights.
+
+    python -m tfmodels.training.compress --teacher_dir /tmp/minilm_qa \
+        --data_dir data/wordnet_qa --model_dir /tmp/carved_qa \
+        --heads 6 --target_params 0.4 --low_rank word_embeddings=128 \
+        --substitute layernorm=nonorm,gelu=relu --recover_steps 200
+
+Scores every attention head and FFN neuron of the teacher (a `finetune`
+run: its task.json names the task, length and vocabulary) on
+--calibration_examples training examples, keeps the --heads best heads and
+--intermediate_size best neurons of each layer (bias-compensated), stores
+the --low_rank matrices as activation-aware SVD factors, optionally swaps
+LayerNorm / gelu for MobileBERT's NoNorm / relu (NoNorms fitted to the
+LayerNorms they replace) and distils the result's feature maps from the
+teacher for --recover_steps. With --target_params (a share of the teacher's
+encoder parameters) and no --intermediate_size, the widest FFN (a multiple
+of 32) that fits the share is chosen.
+
+--model_dir receives a model directory like `finetune`'s (config.json with
+the carved widths, head.json, task.json, checkpoint, SavedModel) plus
+carving.json: the importance scores, what each layer kept, the factor
+errors, parameter counts, the recovery losses and, with --evaluate, the
+dev metrics before any training. Task-stage distillation then runs through
+`finetune --init_dir OUT --teacher_dir TEACHER --task_kd prediction`
+(or `hidden`).
+"""
+
+import json
+import os
+import sys
+
+from absl import app, flags, logging
+
+from tfmodels.sigterm import exit_on_sigterm
+
+FLAGS = flags.FLAGS
+flags.DEFINE_string("teacher_dir", None, "A fine-tuned model (finetune run).")
+flags.DEFINE_string("data_dir", None, "The task's data (train split scored).")
+flags.DEFINE_string("model_dir", None, "Output: the carved model directory.")
+flags.DEFINE_integer("heads", 0, "Attention heads kept per layer (0: all).")
+flags.DEFINE_integer("intermediate_size", 0, "FFN neurons kept per layer "
+                     "(0: all, or chosen by --target_params).")
+flags.DEFINE_float("target_params", 0.0, "At most this share of the "
+                   "teacher's encoder parameters (0: no target).")
+flags.DEFINE_string("low_rank", "", "Comma-separated MATRIX=RANK: query, "
+                    "key, value, attention_output, intermediate, output, "
+                    "word_embeddings.")
+flags.DEFINE_string("substitute", "", "layernorm=nonorm and/or gelu=relu: "
+                    "MobileBERT's operational optimizations.")
+flags.DEFINE_integer("recover_steps", 0, "Feature-map distillation steps "
+                     "from the teacher after carving / substitution.")
+flags.DEFINE_float("recover_learning_rate", 1e-4, "Adam learning rate of "
+                   "the recovery.")
+flags.DEFINE_integer("calibration_examples", 512, "Training examples the "
+                     "importance scores and input moments are taken on.")
+flags.DEFINE_integer("batch_size", 32, "Batch size of scoring and recovery.")
+flags.DEFINE_bool("evaluate", False, "Score the dev split before and after "
+                  "carving (written to carving.json).")
+flags.DEFINE_integer("seed", 0, "Which calibration examples.")
+flags.DEFINE_bool("overwrite", False, "Replace an existing --model_dir.")
+for _name in ("teacher_dir", "data_dir", "model_dir"):
+  flags.mark_flag_as_required(_name)
+
+
+def parse_ranks(text):
+  """"word_embeddings=128,query=96" -> {"word_embeddings": 128, ...}."""
+  from tfmodels.configs import LOW_RANK_MATRICES
+  ranks = {}
+  for item in filter(None, (s.strip() for s in (text or "").split(","))):
+    name, _, value = item.partition("=")
+    if name not in LOW_RANK_MATRICES or not value.isdigit() or not int(
+        value):
+      raise ValueError(f"--low_rank {text}: {item!r} is not MATRIX=RANK "
+                       f"with MATRIX one of {', '.join(LOW_RANK_MATRICES)}"
+                       " and RANK a positive integer")
+    ranks[name] = int(value)
+  return ranks
+
+
+def _check_flags():
+  """One line naming the flag, before any work."""
+  for name in ("heads", "intermediate_size", "recover_steps"):
+    if getattr(FLAGS, name) < 0:
+      return f"--{name} {getattr(FLAGS, name)}: must be >= 0"
+  for name in ("calibration_examples", "batch_size"):
+    if getattr(FLAGS, name) < 1:
+      return f"--{name} {getattr(FLAGS, name)}: must be >= 1"
+  if not 0.0 <= FLAGS.target_params < 1.0:
+    return f"--target_params {FLAGS.target_params}: must be in [0, 1)"
+  if not FLAGS.recover_learning_rate > 0:
+    return (f"--recover_learning_rate {FLAGS.recover_learning_rate}: must "
+            "be > 0")
+  if os.path.exists(FLAGS.model_dir) and not FLAGS.overwrite:
+    return f"--model_dir {FLAGS.model_dir}: exists (pass --overwrite)"
+  return None
+
+
+def plan(teacher_config, heads, intermediate_size, target, ranks):
+  """(CarveSpec, student encoder params, teacher encoder params); with a
+  target and no FFN width, the widest multiple of 32 that fits."""
+  from tfmodels.compression.carve import CarveSpec, carved_config
+  from tfmodels.summary import count
+  teacher_params = count(teacher_config, 1)["params_encoder"]
+
+  def params(width):
+    spec = CarveSpec(heads or None, width or None, ranks)
+    return spec, count(carved_config(teacher_config, spec), 1)[
+        "params_encoder"]
+
+  if target and not intermediate_size:
+    for width in range(teacher_config.intermediate_size, 0, -32):
+      spec, n = params(width)
+      if n <= target * teacher_params:
+        return spec, n, teacher_params
+    raise ValueError(f"--target_params {target}: no FFN width fits with "
+                     f"--heads {heads} and --low_rank {ranks}")
+  spec, n = params(intermediate_size)
+  if target and n > target * teacher_params:
+    raise ValueError(f"--target_params {target}: the carve keeps "
+                     f"{n / teacher_params:.1%} of the teacher's encoder "
+                     "parameters")
+  return spec, n, teacher_params
+
+
+def main(argv):
+  if len(argv) > 1:
+    raise app.UsageError(f"unexpected arguments: {' '.join(argv[1:])}")
+  error = _check_flags()
+  if error:
+    sys.exit(f"error: {error}")
+  logging.set_verbosity(logging.WARNING)
+  from tfmodels.checkpoints.model_dir import read_task_spec
+  from tfmodels.compression.substitution import (SubstitutionError,
+                                                 parse_spec,
+                                                 substituted_config)
+  from tfmodels.configs import ConfigError, load_config
+  from tfmodels.staging import OutputError, lock_until_exit
+  from tfmodels.tokenization import VocabError, WordPieceTokenizer
+  from tfmodels.training.tasks import make_task
+  try:  # the cheap checks first
+    lock_until_exit(FLAGS.model_dir, "--model_dir")
+    task_spec = read_task_spec(FLAGS.teacher_dir)
+    teacher_config = load_config(os.path.join(FLAGS.teacher_dir,
+                                              "config.json"))
+    ranks = parse_ranks(FLAGS.low_rank)
+    substitutions = parse_spec(FLAGS.substitute) if FLAGS.substitute else {}
+    if FLAGS.heads > teacher_config.num_attention_heads:
+      raise ValueError(f"--heads {FLAGS.heads}: the teacher has "
+                       f"{teacher_config.num_attention_heads}")
+    if FLAGS.intermediate_size > teacher_config.intermediate_size:
+      raise ValueError(f"--intermediate_size {FLAGS.intermediate_size}: the "
+                       f"teacher has {teacher_config.intermediate_size}")
+    spec, params, teacher_params = plan(
+        teacher_config, FLAGS.heads, FLAGS.intermediate_size,
+        FLAGS.target_params, ranks)
+    if substitutions:
+      substituted_config(teacher_config, substitutions)  # refused early
+    tokenizer = WordPieceTokenizer(task_spec["vocab_file"])
+    task = make_task(task_spec["task"], FLAGS.data_dir, tokenizer,
+                     task_spec["max_seq_length"])
+  except (ConfigError, VocabError, SubstitutionError, ValueError, OSError,
+          OutputError) as e:
+    sys.exit(f"error: {e}")
+  print(f"carving {teacher_config.name}: heads {spec.heads or 'all'}, FFN "
+        f"{spec.intermediate_size or 'all'}, low rank {ranks or 'none'}: "
+        f"{params:,} of {teacher_params:,} encoder parameters "
+        f"({params / teacher_params:.1%})", flush=True)
+  counts = {"teacher_params_encoder": teacher_params,
+            "params_encoder": params,
+            "params_share": round(params / teacher_params, 4)}
+  try:
+    facts = _carve(task, task_spec, spec, substitutions, counts)
+  except (ConfigError, SubstitutionError, ValueError) as e:
+    sys.exit(f"error: {e}")
+  print(json.dumps({k: v for k, v in facts.items() if k != "layers"}),
+        flush=True)
+
+
+def _carve(task, task_spec, spec, substitutions, counts):
+  """Scores, carves, substitutes, recovers, writes; returns the facts."""
+  import numpy as np
+  import tf_keras as keras
+  from tfmodels.checkpoints.model_dir import load_model_dir, save_model_dir
+  from tfmodels.compression import importance, substitution
+  from tfmodels.compression.carve import carve
+  from tfmodels.data.batches import batches
+  keras.utils.set_random_seed(FLAGS.seed)
+  teacher, config, head = load_model_dir(FLAGS.teacher_dir)
+  if head != task.head():
+    raise ValueError(f"--teacher_dir {FLAGS.teacher_dir}: a {head.kind} "
+                     f"head, the task {task_spec['task']} needs "
+                     f"{task.head().kind}")
+  features = {k: v for k, v in task.features("train").items()
+              if k in ("input_ids", "input_mask", "segment_ids")}
+  n = len(features["input_ids"])
+  rows = np.sort(np.random.default_rng(FLAGS.seed).choice(
+      n, min(n, FLAGS.calibration_examples), replace=False))
+  calibration = {k: v[rows] for k, v in features.items()}
+  block_ranks = set(spec.ranks) - {"word_embeddings"}
+  statistics, tokens = importance.collect(
+      teacher, config, batches(calibration, FLAGS.batch_size),
+      inputs=bool(block_ranks))
+  student, student_config, facts = carve(
+      teacher, config, head, statistics, spec,
+      name=f"{config.name}_carved")
+  facts.update(counts, calibration_examples=len(rows),
+               calibration_tokens=tokens,
+               heads=student_config.num_attention_heads,
+               intermediate_size=student_config.intermediate_size,
+               low_rank_ranks=dict(spec.ranks))
+  if FLAGS.evaluate:
+    facts["dev_teacher"] = task.evaluate(teacher, "dev")
+    facts["dev_carved"] = task.evaluate(student, "dev")
+  if substitutions:
+    student, student_config, substituted = substitution.substitute(
+        student, student_config, head, substitutions, calibration)
+    facts["substitution"] = substituted
+    if FLAGS.evaluate:
+      facts["dev_substituted"] = task.evaluate(student, "dev")
+  if FLAGS.recover_steps:
+    facts["recovery"] = substitution.recover(
+        teacher, student, features, FLAGS.recover_steps,
+        batch_size=FLAGS.batch_size,
+        learning_rate=FLAGS.recover_learning_rate, seed=FLAGS.seed,
+        log=lambda line: print(line, flush=True),
+        eval_features=calibration)
+    if FLAGS.evaluate:
+      facts["dev_recovered"] = task.evaluate(student, "dev")
+  save_model_dir(student, student_config, head, FLAGS.model_dir,
+                 overwrite=FLAGS.overwrite,
+                 files={"task.json": json.dumps(task_spec),
+                        "carving.json": json.dumps(facts, indent=1)})
+  return facts
+
+
+def run():
+  exit_on_sigterm()
+  app.run(main)
+
+
+if __name__ == "__main__":
+  run()
