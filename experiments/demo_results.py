@@ -97,6 +97,11 @@ def _marker(directory):
     return None, None
 
 
+def step_seconds(directory):
+  """Seconds a pipeline step took (its marker), None if it has not run."""
+  return _marker(directory)[0]
+
+
 def _params(config_file, seq_length):
   """Analytic parameter counts (tfmodels.summary) of a run's config."""
   if not os.path.exists(config_file):

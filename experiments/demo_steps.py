@@ -15,7 +15,7 @@ import os
 import shutil
 import subprocess
 
-from experiments.demo_results import DEMO_MODES, MLM_MODELS, MODELS
+from experiments.demo_results import DEMO_MODES, MODELS
 from experiments.paths import TASK_LIBRARY_PYTHON, VOCAB, data_sources
 from experiments.pipeline import Step, python_module
 from experiments.real_teacher import MINILM, import_step
@@ -27,65 +27,72 @@ class DemoError(ValueError):
 
 # (step suffix, finetune --task, shipped data directory)
 TASKS = (("qa", "squad", "wordnet_qa"), ("spam", "spam", "spam"))
-# The converted models: the distilled student for both tasks (the app takes
+# The demo's student, named once: `tfmodels.training.compress` flags that
+# carve it out of each fine-tuned teacher: the best 6 of MiniLM's 12 heads
+# per layer, the widest FFN that keeps the encoder within 40% of the
+# teacher's parameters, the word table as rank-128 factors, and MobileBERT's
+# on-device form (NoNorm fitted to each LayerNorm, relu for gelu).
+CARVED_STUDENT = ("--heads", 6, "--target_params", 0.4, "--low_rank",
+                  "word_embeddings=128", "--substitute",
+                  "layernorm=nonorm,gelu=relu")
+# The converted models: the carved student for both tasks (the app takes
 # its QA model) and the teacher's QA model, to set the student's size and
-# speed beside; the scratch student has the student's shape.
-CONVERTED = ("pkt_qa", "pkt_spam", "teacher_qa")
-APP_MODEL = ("pkt_qa", "int8")
+# speed beside.
+CONVERTED = ("carved_qa", "carved_spam", "teacher_qa")
+APP_MODEL = ("carved_qa", "int8")
 
 
 @dataclasses.dataclass(frozen=True)
 class Scale:
   """Sizes of one demo; `slices` None means the shipped data as it is."""
   teacher: str  # a named pretrained teacher (tfmodels.checkpoints.teachers)
-  student_config: str
-  seq_length: int  # pre-training / distillation shards
-  max_predictions: int
-  batch_size: int
-  student_steps: int  # distillation, and the scratch student's pre-training
-  learning_rate: float  # AdamW: converges in hundreds of steps, LAMB not
   qa_seq_length: int  # QA fine-tuning (WordNet QA windows are short)
   qa_export_length: int  # the converted QA model: the app's [1, L]
   spam_seq_length: int
-  qa_steps: int
-  spam_steps: int
+  teacher_qa_steps: int
+  teacher_spam_steps: int
+  carved_qa_steps: int  # the carved student's task-stage distillation
+  carved_spam_steps: int
   finetune_batch_size: int
   teacher_learning_rate: float  # fine-tuning the pretrained teacher
-  finetune_learning_rate: float  # fine-tuning the students
-  calibration_samples: int
+  carved_learning_rate: float  # the carved student's task stage
+  recover_steps: int  # compress: feature-map recovery after substitution
+  calibration_examples: int  # compress: examples the importances are on
+  calibration_samples: int  # convert_tflite: int8 calibration
   bench_threads: str
   bench_runs: int
   questions: int
   slices: dict = None
+  qat_steps: int = 0  # > 0: quantization-aware training of the carved QA
 
 
 SCALES = {
     # Timed on the 2-core host: README, "The main job".
-    "full": Scale(MINILM, "mobilebert_minilm", seq_length=64,
-                  max_predictions=10, batch_size=32, student_steps=300,
-                  learning_rate=1e-3, qa_seq_length=128,
-                  qa_export_length=384, spam_seq_length=64, qa_steps=200,
-                  spam_steps=100, finetune_batch_size=16,
-                  teacher_learning_rate=1e-4, finetune_learning_rate=5e-4,
+    "full": Scale(MINILM, qa_seq_length=128, qa_export_length=384,
+                  spam_seq_length=64, teacher_qa_steps=200,
+                  teacher_spam_steps=100, carved_qa_steps=300,
+                  carved_spam_steps=100, finetune_batch_size=16,
+                  teacher_learning_rate=1e-4, carved_learning_rate=2e-4,
+                  recover_steps=100, calibration_examples=256,
                   calibration_samples=100, bench_threads="1,2",
                   bench_runs=20, questions=20),
-    "tiny": Scale(MINILM, "mobilebert_minilm", seq_length=32,
-                  max_predictions=5, batch_size=4, student_steps=14,
-                  learning_rate=1e-3, qa_seq_length=64,
+    "tiny": Scale(MINILM, qa_seq_length=64,
                   qa_export_length=384,  # the Task Library's length
-                  spam_seq_length=32, qa_steps=3, spam_steps=3,
-                  finetune_batch_size=4, teacher_learning_rate=1e-4,
-                  finetune_learning_rate=1e-3, calibration_samples=4,
-                  bench_threads="1", bench_runs=5, questions=2,
-                  slices={"pretraining_documents": 24, "spam_rows": (32, 24),
+                  spam_seq_length=32, teacher_qa_steps=3,
+                  teacher_spam_steps=3, carved_qa_steps=3,
+                  carved_spam_steps=3, finetune_batch_size=4,
+                  teacher_learning_rate=1e-4, carved_learning_rate=2e-4,
+                  recover_steps=2, calibration_examples=8,
+                  calibration_samples=4, bench_threads="1", bench_runs=5,
+                  questions=2,
+                  slices={"pretraining_documents": 2, "spam_rows": (32, 24),
                           "qa_questions": (64, 16)}),
 }
 
 STAGES = {
-    "data": ("slices", "data_train", "data_heldout"),
+    "data": ("slices",),
     "teacher": ("teacher",),
-    "students": ("pkt", "scratch"),
-    "evaluate": tuple(f"{m}_mlm" for m in MLM_MODELS),
+    "carve": tuple(f"carve_{t}" for t, _, _ in TASKS),
     "finetune": tuple(f"{m}_{t}" for m in MODELS for t, _, _ in TASKS),
     "convert": tuple(f"convert_{c}" for c in CONVERTED),
     "benchmark": ("bench_host", "bench_phone"),
@@ -105,13 +112,16 @@ class Layout:
   def path(self, *parts):
     return os.path.join(self.out, *parts)
 
-  def shards(self, split):
-    """The step's output directory holds the shard directory (which
-    create_pretraining_data replaces as a whole) and the step's log."""
-    return self.path("data", split, "shards")
-
   def run(self, model):
     return self.path("runs", model)
+
+  def carved(self, task):
+    """The carving step's directory (its log and marker): runs/carved_TASK."""
+    return self.run(f"carved_{task}")
+
+  def carved_model(self, task):
+    """The carved model directory, one level below the step's output."""
+    return os.path.join(self.carved(task), "model")
 
   def finetuned(self, name):
     return self.path("finetune", name)
@@ -124,70 +134,64 @@ class Layout:
 
 
 def data_dirs(scale, layout):
-  """(slice steps, pre-training text per split, task directory per task):
-  the shipped files, or the tiny demo's slices of them."""
-  steps, texts, by_name = data_sources(scale.slices,
-                                       layout.path("data", "slices"))
-  return steps, texts, {t: by_name[d] for t, _, d in TASKS}
+  """(slice steps, task directory per task): the shipped files, or the
+  tiny demo's slices of them."""
+  steps, _, by_name = data_sources(scale.slices,
+                                   layout.path("data", "slices"))
+  return steps, {t: by_name[d] for t, _, d in TASKS}
 
 
 def build_steps(scale, layout, phone=None):
-  """The demo as pipeline steps, in priority order (the QA student first:
+  """The demo as pipeline steps, in priority order (the QA chain first:
   the app, the conversions and the benchmark wait for it)."""
   steps = []
   step = lambda *a, **k: steps.append(Step(*a, clean=True, **k))
-  slice_steps, texts, task_data = data_dirs(scale, layout)
-  text = texts.get
+  slice_steps, task_data = data_dirs(scale, layout)
   steps += slice_steps
   data_inputs = tuple(s.output for s in slice_steps)
-
-  for split, seed in (("train", 12345), ("heldout", 7)):
-    step(f"data_{split}", python_module(
-        "tfmodels.data.create_pretraining_data", "--input_file", text(split),
-        "--vocab_file", VOCAB, "--output_dir", layout.shards(split),
-        "--max_seq_length", scale.seq_length, "--max_predictions_per_seq",
-        scale.max_predictions, "--dupe_factor", 1, "--random_seed", seed,
-        "--overwrite"), layout.path("data", split), data_inputs)
   steps.append(import_step(layout.run("teacher"), teacher=scale.teacher))
-  train_data = layout.path("data", "train")
-  train = ("--train_data", layout.shards("train"), "--batch_size",
-           scale.batch_size, "--optimizer", "adamw", "--learning_rate",
-           scale.learning_rate, "--checkpoint_every", 100,
-           "--keep_checkpoints", 1, "--log_every", 10)  # resume needs one
-
-  def pretraining(name, module, *args):
-    step(name, python_module(module, *args, "--model_dir", layout.run(name),
-                             "--train_steps", scale.student_steps,
-                             "--warmup_steps", scale.student_steps // 10,
-                             *train),
-         layout.run(name), (train_data,) + (
-             (layout.run("teacher"),) if "--teacher_dir" in args else ()))
 
   def finetune(model, task):
-    """The teacher from its pretrained weights; the PKT student with
-    task-stage distillation from the fine-tuned teacher's soft targets
-    (finetune --teacher_dir --task_kd prediction); the scratch student on
-    the labels alone."""
+    """The teacher from its pretrained weights; the carved student from
+    its carved weights, with task-stage distillation from the fine-tuned
+    teacher of the same task (finetune --teacher_dir --task_kd
+    prediction: soft targets + labels)."""
     name = f"{model}_{task}"
     task_name, = [n for t, n, _ in TASKS if t == task]
-    teacher = (layout.finetuned(f"teacher_{task}"),) if model == "pkt" \
-        else ()
-    kd = ("--teacher_dir", *teacher, "--task_kd", "prediction") if (
-        teacher) else ()
+    if model == "teacher":
+      init, inputs, kd = layout.run("teacher"), (layout.run("teacher"),), ()
+      steps_, lr = (getattr(scale, f"teacher_{task}_steps"),
+                    scale.teacher_learning_rate)
+    else:
+      teacher = layout.finetuned(f"teacher_{task}")
+      init = layout.carved_model(task)
+      # The carving step's directory holds the marker the pipeline
+      # compares; the model directory one level down has none.
+      inputs = (layout.carved(task), teacher)
+      kd = ("--teacher_dir", teacher, "--task_kd", "prediction")
+      steps_, lr = (getattr(scale, f"carved_{task}_steps"),
+                    scale.carved_learning_rate)
     step(name, python_module(
         "tfmodels.training.finetune", "--task", task_name, "--data_dir",
-        task_data[task], "--init_dir", layout.run(model), "--model_dir",
+        task_data[task], "--init_dir", init, "--model_dir",
         layout.finetuned(name), "--vocab_file", VOCAB, "--max_seq_length",
         scale.qa_seq_length if task == "qa" else scale.spam_seq_length,
-        "--train_steps", scale.qa_steps if task == "qa" else
-        scale.spam_steps, "--batch_size", scale.finetune_batch_size,
-        "--learning_rate", scale.teacher_learning_rate if model == "teacher"
-        else scale.finetune_learning_rate, "--checkpoint_every", 1000,
-        "--log_every", 10, *kd),
-         layout.finetuned(name),
-         (layout.run(model),) + teacher + data_inputs)
+        "--train_steps", steps_, "--batch_size", scale.finetune_batch_size,
+        "--learning_rate", lr, "--checkpoint_every", 1000, "--log_every",
+        10, *kd), layout.finetuned(name), inputs + data_inputs)
 
-  def convert(name, scored=True):
+  def carve(task):
+    """The student cut out of the fine-tuned teacher of the task."""
+    teacher = layout.finetuned(f"teacher_{task}")
+    step(f"carve_{task}", python_module(
+        "tfmodels.training.compress", "--teacher_dir", teacher,
+        "--data_dir", task_data[task], "--model_dir",
+        layout.carved_model(task), *CARVED_STUDENT, "--recover_steps",
+        scale.recover_steps, "--calibration_examples",
+        scale.calibration_examples, "--overwrite"),
+         layout.carved(task), (teacher,) + data_inputs)
+
+  def convert(name, scored=True, qat_steps=0):
     """Converted and validated; `scored` also measures the task metric of
     Keras and each .tflite on the dev set. The teacher's QA model is not
     scored: MiniLM at L=384 costs minutes per pass over the dev set, and
@@ -197,31 +201,22 @@ def build_steps(scale, layout, phone=None):
               else scale.spam_seq_length)
     data = (("--data_dir", task_data[task]) if scored else
             ("--representative_data", _train_file(task_data[task])))
+    qat = ("--qat_steps", qat_steps) if qat_steps > 0 else ()
     step(f"convert_{name}", python_module(
         "converters.convert_tflite", "--model_dir", layout.finetuned(name),
         *data, "--output_dir", layout.tflite(name), "--name", name,
         "--modes", ",".join(DEMO_MODES), "--max_seq_length", length,
-        "--num_calibration_samples", scale.calibration_samples,
+        "--num_calibration_samples", scale.calibration_samples, *qat,
         "--overwrite"), layout.tflite(name),
          (layout.finetuned(name),) + data_inputs)
-
-  def evaluate(model):
-    output = layout.path("eval", f"{model}_mlm")
-    step(f"{model}_mlm", python_module(
-        "tfmodels.training.evaluate", "--model_dir", layout.run(model),
-        "--pretraining_data", layout.shards("heldout"), "--output",
-        os.path.join(output, "metrics.json")), output,
-        (layout.run(model), layout.path("data", "heldout")))
 
   # The app's model first (its teacher before it), then the other
   # converted ones, then the rest.
   app_name, app_mode = APP_MODEL
   finetune("teacher", "qa")
-  pretraining("pkt", "tfmodels.training.distill", "--teacher_dir",
-              layout.run("teacher"), "--student_config",
-              scale.student_config, "--strategy", "pkt")
-  finetune("pkt", "qa")
-  convert("pkt_qa")
+  carve("qa")
+  finetune("carved", "qa")
+  convert("carved_qa", qat_steps=scale.qat_steps)
   app_dir = layout.path("app_assets")
   step("app", python_module(
       "experiments.demo_app", "--model",
@@ -231,15 +226,10 @@ def build_steps(scale, layout, phone=None):
                  if os.path.exists(TASK_LIBRARY_PYTHON) else ())),
        app_dir, (layout.tflite(app_name),) + data_inputs)
   finetune("teacher", "spam")
-  finetune("pkt", "spam")
-  convert("pkt_spam")
+  carve("spam")
+  finetune("carved", "spam")
+  convert("carved_spam")
   convert("teacher_qa", scored=False)
-  pretraining("scratch", "tfmodels.training.pretrain", "--config",
-              scale.student_config)
-  for model in MLM_MODELS:
-    evaluate(model)
-  for task, _, _ in TASKS:
-    finetune("scratch", task)
   models = [layout.tflite_file(n, m) for n in CONVERTED for m in DEMO_MODES]
   bench_inputs = tuple(layout.tflite(n) for n in CONVERTED)
   bench = ("--threads", scale.bench_threads, "--num_runs", scale.bench_runs)

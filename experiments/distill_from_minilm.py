@@ -17,6 +17,14 @@ takes 31% of MiniLM's encoder parameters and 28% of its FLOPs (BUILD_NOTES).
   baseline  the same shape pre-trained from scratch (MLM + NSP) with the
             student's steps, fine-tuned with its steps, no teacher
   kronecker KroneckerBERT (`kronecker_minilm`) by its two-stage recipe
+  pruned    carved out of each fine-tuned teacher (`training.compress`):
+            the best 6 of 12 heads and FFN neurons to 40% of MiniLM's
+            encoder parameters with the word table at rank 128, LayerNorm /
+            gelu swapped for NoNorm / relu (fitted, then recovered by
+            feature-map distillation), then task-stage KD (soft targets)
+  low_rank  carved by activation-aware SVD of every block kernel (rank 96
+            in attention, 128 in the FFN) and the word table at rank 128,
+            then task-stage KD
 
 Every QA model is converted to int8 at L = 384 (`convert_tflite`, scored on
 the dev set) and the int8 files are timed together on the host (LiteRT, 1
@@ -26,7 +34,10 @@ Results: RESULTS_DIR/distill_from_minilm.json (schema in
 `collect`), .md and .png (quality, size, latency, and every run's training
 curves). Every step is a command of this project; a re-run skips finished
 steps. `--scale tiny` runs the chain in minutes for the tests (numbers
-meaningless).
+meaningless). `--models pruned,low_rank` runs only those rows (and the
+teacher they are carved from); the other rows are carried over from the
+results already in --results_dir, each marked with the command that
+measured it.
 """
 
 import dataclasses
@@ -55,6 +66,9 @@ flags.DEFINE_string("results_dir", os.path.join(REPO, "experiments",
 flags.DEFINE_enum("scale", "full", ["full", "tiny"], "Experiment size.")
 flags.DEFINE_integer("jobs", 1, "Steps run side by side (pipeline.py).")
 flags.DEFINE_list("force", [], "Step names to re-run even if done.")
+flags.DEFINE_list("models", [], "Rows to run (the teacher always runs); "
+                  "the others are carried over from --results_dir. Empty: "
+                  "all.")
 
 RESULTS_NAME = "distill_from_minilm"
 
@@ -70,6 +84,7 @@ class Scale:
   finetune_batch_size: int
   distill_steps: int  # student PKT and the baseline's pre-training
   kronecker_steps: int
+  recover_steps: int  # carved students' feature-map recovery
   finetune_steps: dict  # model -> (QA steps, spam steps)
   calibration_samples: int
   bench_runs: int
@@ -78,6 +93,8 @@ class Scale:
   kronecker_lr: float = 1e-4
   teacher_lr: float = 1e-4  # MiniLM and its KroneckerBERT
   student_lr: float = 5e-4
+  carved_lr: float = 2e-4
+  calibration_examples: int = 512  # carving's importance scores
 
 
 SCALES = {
@@ -88,17 +105,22 @@ SCALES = {
     # dev set at L = 384 (convert_tflite) over ten minutes.
     "full": Scale(128, 128, 384, 128, dupe_factor=2, batch_size=32,
                   finetune_batch_size=16, distill_steps=600,
-                  kronecker_steps=150,
+                  kronecker_steps=150, recover_steps=200,
                   finetune_steps={"teacher": (200, 100),
                                   "student": (300, 300),
                                   "baseline": (300, 300),
-                                  "kronecker": (100, 60)},
+                                  "kronecker": (100, 60),
+                                  "pruned": (400, 100),
+                                  "low_rank": (400, 100)},
                   calibration_samples=100, bench_runs=20),
     "tiny": Scale(32, 64, 64, 32, dupe_factor=1, batch_size=2,
                   finetune_batch_size=2, distill_steps=14, kronecker_steps=2,
+                  recover_steps=2,
                   finetune_steps={"teacher": (2, 2), "student": (2, 2),
-                                  "baseline": (2, 2), "kronecker": (2, 2)},
+                                  "baseline": (2, 2), "kronecker": (2, 2),
+                                  "pruned": (2, 2), "low_rank": (2, 2)},
                   calibration_samples=2, bench_runs=2,
+                  calibration_examples=8,
                   slices={"pretraining_documents": 12, "spam_rows": (16, 8),
                           "qa_questions": (16, 6)}),
 }
@@ -112,7 +134,28 @@ MODELS = {
                  "fine-tuned", "mobilebert_minilm", "pretrain"),
     "kronecker": ("student", "KroneckerBERT: Kronecker KD from MiniLM + "
                   "task-stage KD", "kronecker_minilm", "kronecker"),
+    "pruned": ("student", "carved from the fine-tuned MiniLM: 6 of 12 heads,"
+               " FFN pruned to 40% of the parameters, word table at rank "
+               "128; NoNorm + relu, recovered; task-stage KD (soft targets)",
+               None, "carve"),
+    "low_rank": ("student", "carved from the fine-tuned MiniLM: activation-"
+                 "aware SVD of every kernel (rank 96 attention, 128 FFN), "
+                 "word table at rank 128; task-stage KD (soft targets)",
+                 None, "carve"),
 }
+# compress's flags per carved model: what it keeps, and the on-device form.
+CARVES = {
+    "pruned": ("--heads", 6, "--target_params", 0.4, "--low_rank",
+               "word_embeddings=128", "--substitute",
+               "layernorm=nonorm,gelu=relu"),
+    "low_rank": ("--low_rank", "word_embeddings=128,query=96,key=96,"
+                 "value=96,attention_output=96,intermediate=128,output=128"),
+}
+# Models whose encoder is a run of its own (distill / pretrain) on shards.
+OWN_ENCODER = ("student", "baseline", "kronecker")
+# Where each model's weights start: the teacher's or random layers.
+INIT = {"teacher": "teacher", "student": "random", "baseline": "random",
+        "kronecker": "teacher", "pruned": "teacher", "low_rank": "teacher"}
 TASKS = (("qa", "squad", "wordnet_qa"), ("spam", "spam", "spam"))
 
 
@@ -127,6 +170,16 @@ class Layout:
 
   def run(self, model):
     return self.path("runs", model)
+
+  def carved(self, model, task):
+    """The compress step's directory; the model directory is inside."""
+    return self.path("runs", f"{model}_{task}")
+
+  def start(self, model, task):
+    """The model directory a task's fine-tuning starts from."""
+    if MODELS[model][3] == "carve":
+      return os.path.join(self.carved(model, task), "model")
+    return self.run(model)
 
   def finetuned(self, model, task):
     return self.path("finetune", f"{model}_{task}")
@@ -143,14 +196,15 @@ class Layout:
     return os.path.join(self.tflite(model), f"{model}_qa_{mode}.tflite")
 
 
-def build_steps(layout, scale):
-  """The recipe as pipeline steps."""
+def build_steps(layout, scale, models=tuple(MODELS)):
+  """The recipe as pipeline steps, for `models` (the teacher always)."""
   steps, texts, task_dirs = data_sources(scale.slices,
                                          layout.path("data", "slices"))
   data_inputs = tuple(s.output for s in steps)
   # The step's directory holds its log; the shards go one level down.
   shards = {split: layout.path("data", split, "shards") for split in texts}
-  for split, seed in (("train", 12345), ("heldout", 7)):
+  pretrained = set(OWN_ENCODER) & set(models)
+  for split, seed in (("train", 12345), ("heldout", 7)) if pretrained else ():
     steps.append(Step(f"data_{split}", python_module(
         "tfmodels.data.create_pretraining_data", "--input_file",
         texts[split], "--vocab_file", VOCAB, "--output_dir", shards[split],
@@ -184,11 +238,21 @@ def build_steps(layout, scale):
 
   # Model by model, so the teacher's task models (the students' task-stage
   # teachers) come first.
-  for model in MODELS:
+  for model in models:
     if model in encoders:
       steps.append(Step(model, encoders[model], layout.run(model),
                         train_data))
     for task, task_name, data_dir in TASKS:
+      if model in CARVES:
+        teacher_run = layout.finetuned("teacher", task)
+        steps.append(Step(f"carve_{model}_{task}", python_module(
+            "tfmodels.training.compress", "--teacher_dir", teacher_run,
+            "--data_dir", task_dirs[data_dir], "--model_dir",
+            layout.start(model, task), "--calibration_examples",
+            scale.calibration_examples, "--recover_steps",
+            scale.recover_steps if "--substitute" in CARVES[model] else 0,
+            "--overwrite", *CARVES[model]), layout.carved(model, task),
+            (teacher_run,) + data_inputs, clean=True))
       # KroneckerBERT's task stage is its eq. 14 (every layer's outputs
       # and attention scores too); the MobileBERT student learns from the
       # teacher's soft targets: MSE on raw attention scores, which its
@@ -199,18 +263,20 @@ def build_steps(layout, scale):
           "--teacher_dir", *teacher, "--task_kd",
           "all" if model == "kronecker" else "prediction")
       steps_ = scale.finetune_steps[model][task == "spam"]
-      lr = (scale.teacher_lr if model in ("teacher", "kronecker")
-            else scale.student_lr)
+      lr = (scale.teacher_lr if model in ("teacher", "kronecker") else
+            scale.carved_lr if model in CARVES else scale.student_lr)
       output = layout.finetuned(model, task)
+      start = layout.start(model, task)
       steps.append(Step(f"{model}_{task}", python_module(
           "tfmodels.training.finetune", "--task", task_name, "--data_dir",
-          task_dirs[data_dir], "--init_dir", layout.run(model),
+          task_dirs[data_dir], "--init_dir", start,
           "--model_dir", output, "--vocab_file", VOCAB, "--max_seq_length",
           getattr(scale, f"{task}_length"), "--train_steps", steps_,
           "--batch_size", scale.finetune_batch_size, "--learning_rate", lr,
           "--checkpoint_every", 100, "--keep_checkpoints", 1,
           "--log_every", 10, *kd), output,
-          (layout.run(model),) + teacher + data_inputs))
+          (os.path.dirname(start) if model in CARVES else start,)
+          + teacher + data_inputs))
     steps.append(Step(f"convert_{model}", python_module(
         "converters.convert_tflite", "--model_dir",
         layout.finetuned(model, "qa"), "--data_dir",
@@ -219,7 +285,8 @@ def build_steps(layout, scale):
         scale.export_length, "--modes", "int8", "--num_calibration_samples",
         scale.calibration_samples, "--overwrite"),
         layout.tflite(model), (layout.finetuned(model, "qa"),) + data_inputs))
-    if model != "kronecker":  # Kronecker factors hold no plain word table
+    # Kronecker and low-rank factors hold no plain word table.
+    if model in ("teacher", "student", "baseline"):
       for stage, model_dir in (("encoder", layout.run(model)),
                                ("qa", layout.finetuned(model, "qa"))):
         steps.append(Step(f"probe_{model}_{stage}", python_module(
@@ -232,19 +299,60 @@ def build_steps(layout, scale):
       "android_bench", "run", "--target", "host", "--threads", "1,2",
       "--num_runs", scale.bench_runs, "--results_dir",
       layout.path("bench", "host"), "--name", "host", "--noplot",
-      *[layout.tflite_file(m) for m in MODELS]), layout.path("bench", "host"),
-      tuple(layout.tflite(m) for m in MODELS), alone=True))
+      *[layout.tflite_file(m) for m in models]), layout.path("bench", "host"),
+      tuple(layout.tflite(m) for m in models), alone=True))
   return steps
 
 
-def collect(layout, command):
-  """{"command", "host", "rows"}: one row per model (the issue's schema)."""
+def _cost(layout, scale, model):
+  """(training steps, kd steps, minutes) of a model's QA and spam chain:
+  steps of its own encoder run, carving's recovery and its fine-tunings;
+  minutes from the steps' markers (None if one is missing)."""
+  from experiments.demo_results import step_seconds
+  qa, spam = scale.finetune_steps[model]
+  encoder = {"student": scale.distill_steps, "baseline": scale.distill_steps,
+             "kronecker": scale.kronecker_steps}.get(model, 0)
+  recover = scale.recover_steps if "--substitute" in CARVES.get(
+      model, ()) else 0
+  kd = 0 if model in ("teacher", "baseline") else (
+      encoder + 2 * recover + qa + spam)
+  directories = [layout.finetuned(model, t) for t, _, _ in TASKS]
+  if model in OWN_ENCODER:
+    directories.append(layout.run(model))
+  if model in CARVES:
+    directories += [layout.carved(model, t) for t, _, _ in TASKS]
+  seconds = [step_seconds(d) for d in directories]
+  minutes = (None if None in seconds else round(sum(seconds) / 60, 1))
+  return encoder + 2 * recover + qa + spam, kd, minutes
+
+
+def collect(layout, command, scale, models=tuple(MODELS), previous=None):
+  """{"command", "host", "rows"}: one row per model (the issue's schema).
+
+  Rows of models not in `models` come from `previous` (the results this
+  run replaces), each with the command that measured it (`measured_by`).
+  """
   from tfmodels.configs import load_config
   from tfmodels.summary import count
   _, timings = latency_rows(layout.out)
+  carried = {r["name"]: r for r in (previous or {}).get("rows", [])}
   rows = []
   for model, (role, method, _, _) in MODELS.items():
-    config_file = os.path.join(layout.run(model), "config.json")
+    if model not in models:
+      if model in carried:  # the fields it predates follow from the recipe
+        config = load_config(MODELS[model][2])
+        steps, kd_steps, _ = _cost(layout, scale, model)
+        rows.append({
+            "init": INIT[model], "norm": config.normalization_type,
+            "activation": config.hidden_act, "kd_steps": kd_steps,
+            "train_steps": steps, "minutes": None, "carving": None,
+            **carried[model], "method": method,
+            "measured_by": carried[model].get("measured_by",
+                                              previous["command"])})
+      continue
+    start = layout.start(model, "qa")
+    config_file = os.path.join(start if model in CARVES else
+                               layout.run(model), "config.json")
     qa = read_json(os.path.join(layout.finetuned(model, "qa"),
                                 "eval_results.json")) or {}
     spam = read_json(os.path.join(layout.finetuned(model, "spam"),
@@ -253,9 +361,11 @@ def collect(layout, command):
                                     f"{model}_qa_report.json"))
     int8 = (conversion_summary(report)["modes"].get("int8") or {}) if (
         report) else {}
-    params = None
+    params = config = None
     if os.path.exists(config_file):
-      params = count(load_config(config_file))["params_encoder"]
+      config = load_config(config_file)
+      params = count(config)["params_encoder"]
+    steps, kd_steps, minutes = _cost(layout, scale, model)
     rows.append({
         "name": model, "role": role, "method": method,
         "encoder_params": params, "qa_f1": qa.get("f1"),
@@ -268,8 +378,24 @@ def collect(layout, command):
                     if t["model"] == f"{model}_qa" and t["mode"] == "int8"},
         "word_table_em": {stage: (read_json(layout.probe(model, stage))
                                   or {}).get("exact_match")
-                          for stage in ("encoder", "qa")}})
+                          for stage in ("encoder", "qa")},
+        "init": INIT[model],
+        "norm": config and config.normalization_type,
+        "activation": config and config.hidden_act,
+        "kd_steps": kd_steps, "train_steps": steps, "minutes": minutes,
+        "carving": _carving(layout, model)})
   return {"command": command, "host": _host(), "rows": rows}
+
+
+def _carving(layout, model):
+  """What compress kept and measured for the QA model (None if not carved)."""
+  if model not in CARVES:
+    return None
+  facts = read_json(os.path.join(layout.start(model, "qa"),
+                                 "carving.json")) or {}
+  keep = ("heads", "intermediate_size", "low_rank_ranks", "params_share",
+          "word_table_error", "substitution", "recovery")
+  return {k: facts.get(k) for k in keep}
 
 
 def _host():
@@ -342,17 +468,31 @@ def markdown(results, scale, curves=()):
            f" (batch {scale.finetune_batch_size}, QA at L = "
            f"{scale.qa_length}); int8 QA models exported, scored and "
            f"timed (host LiteRT) at [1, {scale.export_length}].", "",
-           "| model | role | encoder params | QA F1 | QA EM | spam acc | "
-           "QA F1 int8 | int8 MB | int8 ms (1 thread) | int8 ms (2) |",
-           "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
+           "| model | role | init | norm, activation | encoder params | "
+           "QA F1 | QA EM | spam acc | QA F1 int8 | int8 MB | "
+           "int8 ms (1 thread) | int8 ms (2) | KD steps | cost |",
+           "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | "
+           "--- | --- | --- | --- |"]
   for r in results["rows"]:
     params = r["encoder_params"]
     lines.append(
         f"| {r['name']}: {r['method']} | {r['role']} | "
+        f"{r.get('init') or 'n/a'} | {_form(r)} | "
         f"{fmt(params and params / 1e6, '{:.2f}M')} | {fmt(r['qa_f1'])} | "
         f"{fmt(r['qa_em'])} | {fmt(r['spam_acc'])} | "
         f"{fmt(r['qa_f1_int8'])} | {fmt(r['int8_size_mb'])} | "
-        f"{fmt(r['int8_ms'].get('1'))} | {fmt(r['int8_ms'].get('2'))} |")
+        f"{fmt(r['int8_ms'].get('1'))} | {fmt(r['int8_ms'].get('2'))} | "
+        f"{fmt(r.get('kd_steps'), '{}')} | {_cost_text(r)} |")
+  carried = [r for r in results["rows"] if r.get("measured_by")]
+  if carried:
+    lines += ["", "Rows carried over from an earlier run (not re-run by "
+              "this command; their timings are from that run's own "
+              "benchmark): " + ", ".join(
+                  f"{r['name']} (`{r['measured_by']}`)" for r in carried)]
+  lines += ["", "Cost: training steps of the row's QA and spam chain "
+            "(its own pre-training or distillation, carving's recovery, "
+            "both fine-tunings) and their wall-clock minutes on this host "
+            "(conversion and timing not included)."]
   lines += ["", "Against the teacher:", ""]
   for r in results["rows"][1:]:
     lines.append("- " + _ratios(r, teacher))
@@ -371,6 +511,21 @@ def markdown(results, scale, curves=()):
     lines += ["", "How far each run's losses got (the curves are in "
               f"{RESULTS_NAME}.png):", ""] + [f"- {l}" for l in curves]
   return "\n".join(lines) + "\n"
+
+
+def _form(row):
+  """"no_norm, relu" from the row's config fields."""
+  if not row.get("norm"):
+    return "n/a"
+  return f"{row['norm']}, {row['activation']}"
+
+
+def _cost_text(row):
+  if row.get("train_steps") is None:
+    return "n/a"
+  minutes = row.get("minutes")
+  return (f"{row['train_steps']} steps, "
+          f"{'n/a' if minutes is None else f'{minutes:.0f}'} min")
 
 
 def _ratios(row, teacher):
@@ -400,7 +555,7 @@ def plot(layout, results, path):
   fig, axes = plt.subplots(1, 3, figsize=(16, 4.5))
   ax = axes[0]
   colors = dict(zip(MODELS, ("tab:blue", "tab:orange", "tab:gray",
-                             "tab:green")))
+                             "tab:green", "tab:red", "tab:purple")))
   for r in results["rows"]:
     ms = r["int8_ms"].get("1")
     if ms and r["qa_f1_int8"] is not None:
@@ -410,7 +565,7 @@ def plot(layout, results, path):
          title="Quality vs host latency")
   for ax, (title, runs) in zip(axes[1:], (
       ("Pre-training / distillation loss", [
-          (m, layout.run(m)) for m in MODELS if m != "teacher"]),
+          (m, layout.run(m)) for m in OWN_ENCODER]),
       ("QA fine-tuning loss (with the KD terms)", [
           (m, layout.finetuned(m, "qa")) for m in MODELS]))):
     for name, directory in runs:
@@ -435,13 +590,14 @@ def main(argv):
   try:  # both places are checked before the hour of work
     check_output_dir(FLAGS.output_dir)
     check_output_dir(FLAGS.results_dir, "--results_dir")
+    models = _models(FLAGS.models)
     with sole_writer(layout.out):
-      steps = build_steps(layout, scale)  # loads TensorFlow: seconds
+      steps = build_steps(layout, scale, models)  # loads TensorFlow
       check_force(FLAGS.force, steps)
       out = OutputFiles(FLAGS.results_dir, overwrite=True,
                         flag="--results_dir")
       try:
-        run_experiment(layout, scale, steps, out)
+        run_experiment(layout, scale, steps, out, models)
       finally:
         out.discard()  # committed already, or nothing half-written
   except OutputError as e:
@@ -450,7 +606,18 @@ def main(argv):
     sys.exit("interrupted; run the same command again to resume")
 
 
-def run_experiment(layout, scale, steps, out):
+def _models(names):
+  """The rows to run, in MODELS order, the teacher first; exits with one
+  line on an unknown name."""
+  unknown = sorted(set(names) - set(MODELS))
+  if unknown:
+    sys.exit(f"error: --models {','.join(unknown)}: not a row (rows: "
+             f"{', '.join(MODELS)})")
+  return tuple(m for m in MODELS
+               if not names or m in names or m == "teacher")
+
+
+def run_experiment(layout, scale, steps, out, models=tuple(MODELS)):
   """Runs the steps, then writes the results into `out` (OutputFiles)."""
   failure = None
   try:
@@ -459,7 +626,9 @@ def run_experiment(layout, scale, steps, out):
     failure = f"error: {e}"  # still report what was measured
   command = " ".join(["python -m experiments.distill_from_minilm"]
                      + sys.argv[1:])
-  results = collect(layout, command)
+  previous = None if len(models) == len(MODELS) else read_json(
+      os.path.join(FLAGS.results_dir, RESULTS_NAME + ".json"))
+  results = collect(layout, command, scale, models, previous)
   table = markdown(results, scale, progress(layout))
   out.add(RESULTS_NAME + ".json", json.dumps(results, indent=1) + "\n")
   out.add(RESULTS_NAME + ".md", f"# {RESULTS_NAME}\n\n" + table)

@@ -126,6 +126,17 @@ def config_to_hf(config: ModelConfig, head: Head):
               0, config.hidden_size)):
     raise CheckpointError(f"{config.name}: no Hugging Face architecture "
                           "holds this model")
+  carved = {
+      "low_rank_ranks": bool(config.low_rank_ranks),
+      "attention_head_size": config.attention_width != config.block_size,
+      "normalization_type": (model_type != "mobilebert"
+                             and config.normalization_type != "layer_norm")}
+  for field, unheld in carved.items():
+    if unheld:
+      raise CheckpointError(
+          f"{config.name}: its {field} ({getattr(config, field)!r}) has no "
+          f"place in a Hugging Face {model_type} config; export it as a "
+          "model directory or convert it to TFLite instead")
   out = {"model_type": model_type,
          "architectures": [_CLASS[model_type] + _ARCHITECTURE[head.kind]],
          "pad_token_id": 0}

@@ -230,7 +230,8 @@ class _Collect:
     self.seen[key].append((x, y))
 
 
-def substitute(original, config, head, spec, features, rounds=2):
+def substitute(original, config, head, spec, features, rounds=2,
+               batch_size=8):
   """(student model, its config, fit facts) with the substitutions applied.
 
   Args:
@@ -250,7 +251,8 @@ def substitute(original, config, head, spec, features, rounds=2):
   student.set_weights(weights)
   facts = {"substitutions": dict(spec), "fitted_norms": 0}
   if "layernorm" in spec:
-    facts["fitted_norms"] = fit_nonorms(original, student, features, rounds)
+    facts["fitted_norms"] = fit_nonorms(original, student, features, rounds,
+                                        batch_size)
   return student, new_config, facts
 
 

@@ -213,7 +213,8 @@ def _carve(task, task_spec, spec, substitutions, counts):
     facts["dev_carved"] = task.evaluate(student, "dev")
   if substitutions:
     student, student_config, substituted = substitution.substitute(
-        student, student_config, head, substitutions, calibration)
+        student, student_config, head, substitutions, calibration,
+        batch_size=FLAGS.batch_size)
     facts["substitution"] = substituted
     if FLAGS.evaluate:
       facts["dev_substituted"] = task.evaluate(student, "dev")
