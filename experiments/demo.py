@@ -28,14 +28,14 @@ every command, so any step can be re-run by hand):
                 Android app's build takes them (OUTPUT_DIR/app_assets), and
                 real questions answered by the app's Python twin;
   7. report     `demo_report`: does the carved student keep 90% of the
-                teacher's QA F1?
-Then `demo_report` writes OUTPUT_DIR/REPORT.md with its figures.
+                teacher's QA F1? (OUTPUT_DIR/REPORT.md with its figures,
+                every number in OUTPUT_DIR/report/summary.json).
 
 A finished step is skipped on the next run (`experiments/pipeline.py`);
 deleting a step's output directory re-runs it and the steps that read it;
 `--force` re-runs stages or steps by name. Steps whose inputs are ready run
 two at a time (`--jobs`); the benchmark runs alone. `--tiny` is the same
-chain with tiny models on slices of the data (the test), numbers
+chain with a few steps each on slices of the data (the test), numbers
 meaningless.
 """
 

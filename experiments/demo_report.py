@@ -17,15 +17,14 @@ from absl import app, flags
 from android_bench.plotting import pyplot, save_figure
 from tfmodels.staging import write_file
 from experiments.paths import REPO
-from experiments.demo_results import (LABELS, MLM_MODELS, MODELS,
-                                      DEMO_MODES, TASKS, collect)
+from experiments.demo_results import (LABELS, MODELS, DEMO_MODES, TASKS,
+                                      collect)
 
 FLAGS = flags.FLAGS
 flags.DEFINE_string("output_dir", "demo_output", "The demo's output.")
 
-COLORS = {"teacher": "tab:blue", "pkt": "tab:orange", "scratch": "tab:gray"}
-SHORT = {"teacher": "MiniLM\nteacher", "pkt": "MobileBERT\ndistilled",
-         "scratch": "MobileBERT\nscratch"}
+COLORS = {"teacher": "tab:blue", "carved": "tab:orange"}
+SHORT = {"teacher": "MiniLM\nteacher", "carved": "carved\nstudent"}
 # Ops of LayerNorm (mean, variance, 1/sqrt) and gelu: no int8 kernels.
 LAYER_NORM_OPS = ("MEAN", "SQUARED_DIFFERENCE", "RSQRT", "GELU")
 
@@ -48,45 +47,19 @@ def _curve(ax, steps, values, label, color, style="-"):
 
 
 def plot_losses(summary, path):
+  """Fine-tuning loss of the teacher and the carved student (whose loss
+  holds the soft-target term of task-stage distillation), per task."""
   plt = pyplot()
   models = summary["models"]
-  fig, axes = plt.subplots(1, 3, figsize=(15, 4))
-  ax = axes[0]
-  h = models["scratch"]["history"]
-  if h:
-    _curve(ax, [r["step"] for r in h], [r["mlm_loss"] for r in h],
-           f"{LABELS['scratch']}: MLM loss", COLORS["scratch"])
-  ax.set_title("scratch pre-training, masked-LM loss")
-  ax.set_xlabel("step")
-  ax = axes[1]
-  stages = []  # [name, rows]: each stage has its own objective
-  for r in models["pkt"]["history"]:
-    if not stages or stages[-1][0] != r.get("stage"):
-      stages.append([r.get("stage"), []])
-    stages[-1][1].append(r)
-  for i, (name, rows) in enumerate(stages):
-    _curve(ax, [r["step"] for r in rows], [r["loss"] for r in rows],
-           "PKT objective" if i == 0 else None, COLORS["pkt"])
-    start, end = rows[0]["step"], rows[-1]["step"]
-    if i % 2 == 0:
-      ax.axvspan(start, end, color="tab:orange", alpha=0.07)
-    ax.text((start + end) / 2, 0.98, str(name).replace("pkt-", ""),
-            transform=ax.get_xaxis_transform(), ha="center", va="top",
-            fontsize=7, rotation=90)
-  if stages:
-    ax.set_yscale("log")
-  ax.set_title("distillation: FMT + AT per layer, then PD")
-  ax.set_xlabel("step")
-  ax = axes[2]
-  for m in MODELS:
-    for task, style in (("qa", "-"), ("spam", "--")):
+  fig, axes = plt.subplots(1, 2, figsize=(11, 4))
+  for ax, task in zip(axes, TASKS):
+    for m in MODELS:
       curve = models[m]["finetune_loss"].get(task) or []
       if curve:
-        _curve(ax, [s for s, _ in curve], [v for _, v in curve],
-               f"{LABELS[m]}, {TASKS[task][0]}", COLORS[m], style)
-  ax.set_title("fine-tuning loss (QA solid, spam dashed)")
-  ax.set_xlabel("step")
-  for ax in axes:
+        _curve(ax, [s for s, _ in curve], [v for _, v in curve], LABELS[m],
+               COLORS[m])
+    ax.set_title(f"{TASKS[task][0]}: fine-tuning loss")
+    ax.set_xlabel("step")
     if ax.get_legend_handles_labels()[0]:
       ax.legend(fontsize=7)
   return save_figure(fig, path)
@@ -100,22 +73,6 @@ def _bars(ax, labels, values, colors, fmt="{:.1f}"):
             va="bottom", fontsize=8)
   ax.set_xticks(list(xs))
   ax.set_xticklabels(labels, fontsize=8)
-
-
-def plot_mlm(summary, path):
-  plt = pyplot()
-  models = summary["models"]
-  fig, axes = plt.subplots(1, 2, figsize=(10, 3.8))
-  labels = [SHORT[m] for m in MLM_MODELS]
-  colors = [COLORS[m] for m in MLM_MODELS]
-  mlm = [models[m]["mlm"] for m in MLM_MODELS]
-  _bars(axes[0], labels, [r and 100 * r["mlm_accuracy"] for r in mlm],
-        colors)
-  axes[0].set_title("held-out masked-LM accuracy (%)")
-  _bars(axes[1], labels, [r and r["mlm_loss"] for r in mlm], colors,
-        "{:.2f}")
-  axes[1].set_title("held-out masked-LM loss (lower is better)")
-  return save_figure(fig, path)
 
 
 def plot_tasks(summary, path):
@@ -208,6 +165,11 @@ def _fmt(value, digits=1, scale=1.0):
   return "n/a" if value is None else f"{value * scale:.{digits}f}"
 
 
+def _general(value):
+  """Four significant digits (losses span many magnitudes), or n/a."""
+  return "n/a" if value is None else f"{value:.4g}"
+
+
 def _table(header, rows):
   lines = ["| " + " | ".join(header) + " |",
            "| " + " | ".join("---" for _ in header) + " |"]
@@ -226,28 +188,28 @@ def _latency(summary, model, mode, target="host", threads=1):
 def highlights(summary):
   """A few sentences with the numbers a newcomer looks for first."""
   conv, lines = summary["conversions"], []
-  student, teacher = conv.get("pkt_qa"), conv.get("teacher_qa")
+  student, teacher = conv.get("carved_qa"), conv.get("teacher_qa")
   if student and all(m in student["modes"] for m in DEMO_MODES):
     f, q = (student["modes"][m] for m in DEMO_MODES)
     lines.append(
-        f"The distilled student's QA model is {f['size_mb']:.1f} MB in "
+        f"The carved student's QA model is {f['size_mb']:.1f} MB in "
         f"float32 and {q['size_mb']:.1f} MB in full int8 "
         f"({f['size_mb'] / q['size_mb']:.1f}x smaller), F1 "
         f"{_fmt(f['metric'])} -> {_fmt(q['metric'])}" + (
             f"; the teacher's is {teacher['modes']['float32']['size_mb']:.1f}"
             " MB in float32." if teacher and "float32" in teacher["modes"]
             else "."))
-  times = {(m, mode): _latency(summary, m, mode) for m in ("pkt_qa",
-                                                           "teacher_qa")
-           for mode in DEMO_MODES}
+  times = {(m, mode): _latency(summary, m, mode)
+           for m in ("carved_qa", "teacher_qa") for mode in DEMO_MODES}
   if all(times.values()):
     lines.append(
         "Host latency, 1 thread (XNNPACK): student "
-        f"{times['pkt_qa', 'float32']:.2f} ms float32 / "
-        f"{times['pkt_qa', 'int8']:.2f} ms int8, teacher "
+        f"{times['carved_qa', 'float32']:.2f} ms float32 / "
+        f"{times['carved_qa', 'int8']:.2f} ms int8, teacher "
         f"{times['teacher_qa', 'float32']:.2f} ms / "
         f"{times['teacher_qa', 'int8']:.2f} ms.")
-    if student and times["pkt_qa", "int8"] > times["pkt_qa", "float32"]:
+    if student and (times["carved_qa", "int8"] >
+                    times["carved_qa", "float32"]):
       left = student["modes"]["int8"]["not_delegated"]
       lines.append(
           "Here int8 is slower than float32: XNNPACK leaves " +
@@ -290,18 +252,23 @@ def markdown(summary, figures, out):
   total = sum(s["seconds"] for s in timed)
   span = (max(s["finished"] for s in timed) -
           min(s["finished"] - s["seconds"] for s in timed)) if timed else 0
-  doc = ["# Demo report: MiniLM teacher -> distilled MobileBERT -> "
-         "int8 TFLite -> app\n",
+  qat = (f", {sizes['qat_steps']} steps of quantization-aware training "
+         "before its int8 conversion" if sizes.get("qat_steps") else "")
+  doc = ["# Demo report: MiniLM teacher -> carved student -> int8 TFLite "
+         "-> app\n",
          f"Scale **{plan.get('scale')}**: teacher `{sizes.get('teacher')}` "
-         "(pretrained, fine-tuned here), student "
-         f"`{sizes.get('student_config')}` ({sizes.get('student_steps')} "
-         f"steps distilled from it by PKT + PD, and as many from scratch); "
-         f"batch {sizes.get('batch_size')}, pre-training sequence "
-         f"{sizes.get('seq_length')}; fine-tuning {sizes.get('qa_steps')} "
-         f"steps on QA (L={sizes.get('qa_seq_length')}; the distilled "
-         "student learns from the fine-tuned teacher as well as the labels) "
-         f"and {sizes.get('spam_steps')} on spam (L="
-         f"{sizes.get('spam_seq_length')}); the QA models are exported at "
+         "(pretrained, fine-tuned here: "
+         f"{sizes.get('teacher_qa_steps')} steps on QA at "
+         f"L={sizes.get('qa_seq_length')}, {sizes.get('teacher_spam_steps')}"
+         f" on spam at L={sizes.get('spam_seq_length')}); the student carved "
+         "out of each fine-tuned teacher (`compress "
+         f"{' '.join(map(str, plan.get('carved_student') or []))}`, "
+         f"{sizes.get('calibration_examples')} calibration examples, "
+         f"{sizes.get('recover_steps')} recovery steps), then distilled from "
+         "that teacher's soft targets and the labels "
+         f"({sizes.get('carved_qa_steps')} steps on QA, "
+         f"{sizes.get('carved_spam_steps')} on spam){qat}; batch "
+         f"{sizes.get('finetune_batch_size')}; the QA models are exported at "
          f"L={sizes.get('qa_export_length')}, the app's length. From the "
          "first step's start to "
          f"the last one's end: {span / 60:.1f} min ({total / 60:.1f} min of "
@@ -309,42 +276,46 @@ def markdown(summary, figures, out):
   if plan.get("scale") == "tiny":
     doc.append("**Tiny run** (the test's setting): the numbers measure "
                "nothing; `make demo` gives the real ones.\n")
+  v = summary["verdict"]
   doc.append("## Headline\n")
+  doc.append(f"**Does the carved student keep {v['target_qa_f1_share']:.0%}"
+             f" of the teacher's QA F1?** {v['text']}\n")
+  for line in v.get("lines", []):
+    doc.append(f"- {line}")
+  doc.append("")
   rows = []
   for m in MODELS:
     r = models[m]
     p = r["params"]
-    mlm = r["mlm"] or {}
     qa = r["tasks"].get("qa") or {}
     spam = r["tasks"].get("spam") or {}
     rows.append([
         r["label"], p and f"{p['params_encoder'] / 1e6:.2f}M",
+        p and f"{p['heads']} heads, FFN {p['intermediate_size']}",
         p and f"{p['normalization']}, {p['act']}",
-        _fmt(mlm.get("mlm_accuracy"), scale=100),
-        _fmt(mlm.get("sentence_accuracy"), scale=100),
         _fmt(qa.get("f1")), _fmt(qa.get("exact_match")),
         _fmt(spam.get("accuracy"), scale=100)])
-  doc.append(_table(["model", "encoder params", "norm, activation",
-                     "held-out MLM acc %", "NSP acc %", "QA F1",
-                     "QA EM", "spam acc %"], rows))
-  v = summary["verdict"]
-  doc.append("\n**Teacher vs distilled student.**\n")
+  doc.append(_table(["model", "encoder params", "per layer",
+                     "norm, activation", "QA F1", "QA EM", "spam acc %"],
+                    rows))
+  doc.append("\n**Teacher vs carved student.**\n")
   doc.append(_teacher_table(summary["teacher_vs_student"]))
-  doc.append(f"\n**Distilled vs scratch.** {v['text']}\n")
-  for line in v.get("lines", []):
-    doc.append(f"- {line}")
   doc.append("")
   for line in highlights(summary):
     doc.append(f"- {line}")
   doc.append("")
+  doc.append("## Carving\n")
+  doc.append(_carving_table(models["carved"].get("carving") or {},
+                            models["teacher"]["params"]))
+  doc.append("\nFrom `runs/carved_*/model/carving.json` (`compress`: "
+             "importance scores, what each layer kept, factor errors); the "
+             "recovery loss is the feature-map + attention-transfer "
+             "distance to the teacher on the calibration examples.\n")
   doc.append("## Training\n")
   doc.append(fig("losses", "loss curves"))
-  doc.append("Left: masked-LM loss of the scratch student (faint: every "
-             "step; line: moving average). Middle: the PKT "
-             "student's objective, one shaded stage per layer (feature-map "
-             "+ attention transfer, lower layers frozen), then pre-training "
-             "distillation. Right: fine-tuning loss.\n")
-  doc.append(fig("mlm", "held-out MLM"))
+  doc.append("Fine-tuning loss (faint: every step; line: moving average). "
+             "The carved student's loss holds the soft-target term of "
+             "task-stage distillation as well as the labels' loss.\n")
   doc.append(fig("tasks", "task metrics"))
   doc.append("## Conversion and validation (Keras vs TFLite, float32 vs "
              "int8)\n")
@@ -384,7 +355,7 @@ def markdown(summary, figures, out):
   doc.append(fig("sizes", "model sizes"))
   app_ = summary["app"]
   doc.append("## The Android app\n")
-  doc.append("`app_assets/qa_model.tflite` (the distilled student's int8 "
+  doc.append("`app_assets/qa_model.tflite` (the carved student's int8 "
              "QA model) and `app_assets/vocab.txt` are where the app's "
              "Gradle build takes them (`-PqaModel`, `-PqaVocab`); "
              "`app_assets/README.md` has the commands. The app's Python "
@@ -411,8 +382,12 @@ def markdown(summary, figures, out):
                       rows))
   doc.append("## Steps\n")
   rows = [[s["stage"], s["name"], _fmt(s["seconds"], 0),
-           f"`{_short(s['command'])}`"] for s in summary["steps"]]
-  doc.append(_table(["stage", "step", "seconds", "command"], rows))
+           _fmt(s.get("peak_memory_mb"), 0), f"`{_short(s['command'])}`"]
+          for s in summary["steps"]]
+  doc.append(_table(["stage", "step", "seconds", "peak MB", "command"],
+                    rows))
+  doc.append("\nPeak MB: the step's peak resident memory when its `.done` "
+             "marker records one (`peak_rss_mb=N`), n/a otherwise.\n")
   doc.append("\nEvery number above is in `report/summary.json`. Re-run "
              "a step by deleting its output directory (the steps that "
              "read it follow) or with `--force STEP`.\n")
@@ -422,12 +397,14 @@ def markdown(summary, figures, out):
 def _teacher_table(rows):
   """Teacher and student side by side, with the student's share."""
   labels = {"qa_f1": ("QA F1 (dev, Keras)", 1, 1),
+            "qa_em": ("QA EM (dev, Keras)", 1, 1),
             "spam_accuracy": ("spam accuracy % (dev)", 1, 100),
             "encoder_params": ("encoder parameters (M)", 2, 1e-6),
             "qa_f1_int8": ("QA F1, int8 TFLite", 1, 1),
             "int8_size_mb": ("int8 QA model (MB)", 1, 1),
             "int8_ms_1_thread": ("int8 QA latency, host, 1 thread (ms)", 2,
-                                 1)}
+                                 1),
+            "peak_memory_mb": ("peak memory of its steps (MB)", 0, 1)}
   table = []
   for key, (label, digits, scale) in labels.items():
     r = rows[key]
@@ -435,8 +412,34 @@ def _teacher_table(rows):
                   _fmt(r["student"], digits, scale),
                   _fmt(r["student_share"], 0, 100) + (
                       "%" if r["student_share"] is not None else "")])
-  return _table(["", "teacher", "distilled student", "student / teacher"],
+  return _table(["", "teacher", "carved student", "student / teacher"],
                 table)
+
+
+def _carving_table(carving, teacher_params):
+  """What compress kept, per task."""
+  teacher_params = teacher_params or {}
+  rows = []
+  for task, facts in carving.items():
+    if not facts:
+      rows.append([TASKS[task][0]] + ["n/a"] * 6)
+      continue
+    recovery = facts.get("recovery") or {}
+    ranks = facts.get("low_rank_ranks") or {}
+    rows.append([
+        TASKS[task][0],
+        f"{facts.get('heads')} of {teacher_params.get('heads', 'n/a')}",
+        f"{facts.get('intermediate_size')} of "
+        f"{teacher_params.get('intermediate_size', 'n/a')}",
+        ", ".join(f"{k} {v}" for k, v in ranks.items()) or "none",
+        _fmt(facts.get("params_share"), 1, 100) + "%",
+        f"{_general(recovery.get('loss_before'))} -> "
+        f"{_general(recovery.get('loss_after'))}" if recovery else "n/a",
+        _fmt(facts.get("calibration_examples"), 0)])
+  return _table(["task", "heads kept", "FFN width", "low rank",
+                 "encoder params (share of teacher's)",
+                 "recovery loss before -> after", "calibration examples"],
+                rows)
 
 
 def _short(command):
@@ -452,7 +455,6 @@ def write_report(out):
   path = lambda name: os.path.join(directory, name)
   figures = {
       "losses": plot_losses(summary, path("loss_curves.png")),
-      "mlm": plot_mlm(summary, path("mlm_accuracy.png")),
       "tasks": plot_tasks(summary, path("task_metrics.png")),
       "quantization": plot_quantization(summary, path("float_vs_int8.png")),
       "latency": plot_latency(bench_runs, path("latency.png")),

@@ -302,10 +302,12 @@ def expand_force(names):
 
 
 def check_plan(layout, scale_name, scale):
-  """Refuses an output directory holding a demo of another scale (its
-  finished steps would be skipped); records this one's otherwise."""
+  """Refuses an output directory holding a demo of another scale or
+  carved student (its finished steps would be skipped); records this
+  one's otherwise."""
   record = {"scale": scale_name, "vocab_file": VOCAB,
-            "sizes": json.loads(json.dumps(dataclasses.asdict(scale)))}
+            "sizes": json.loads(json.dumps(dataclasses.asdict(scale))),
+            "carved_student": [str(a) for a in CARVED_STUDENT]}
   if os.path.exists(layout.plan):
     try:
       with open(layout.plan) as f:
@@ -314,8 +316,10 @@ def check_plan(layout, scale_name, scale):
       raise DemoError(f"--output_dir {layout.out}: unreadable {layout.plan} "
                       f"({e}); delete it or use another --output_dir"
                       ) from None
-    if old.get("sizes") != record["sizes"]:
+    if (old.get("sizes"), old.get("carved_student")) != (
+        record["sizes"], record["carved_student"]):
       raise DemoError(
-          f"--output_dir {layout.out} holds a demo of another size "
-          f"({old.get('scale')}); delete it or use another --output_dir")
+          f"--output_dir {layout.out} holds a demo of another size or "
+          f"student ({old.get('scale')}); delete it or use another "
+          "--output_dir")
   return record

@@ -160,34 +160,60 @@ def _assign(no_norms, statistics):
     layer.beta.assign(beta)
 
 
+def _call_order(model, layers, batch):
+  """The keys of `layers` in the order the model calls them."""
+  order = []
+  originals = {}
+  for key, layer in layers.items():
+    originals[key] = layer.call
+
+    def call(inputs, *args, _key=key, _call=layer.call, **kwargs):
+      if _key not in order:
+        order.append(_key)
+      return _call(inputs, *args, **kwargs)
+    layer.call = call
+  try:
+    model(batch, training=False)
+  finally:
+    for key, layer in layers.items():
+      layer.call = originals[key]
+  return order
+
+
 def fit_nonorms(original, student, features, rounds=2, batch_size=8):
   """Fits every NoNorm of `student` that replaced a LayerNorm of `original`
   (matched by variable name) to that LayerNorm; returns how many.
 
-  First each NoNorm is fitted on the original's own (input, output) pairs
-  of its LayerNorm; then, `rounds` times, on the student's inputs to it
-  against the original's outputs, so later norms absorb the drift of
-  earlier ones. Only real tokens (input_mask 1) count.
+  The norms are fitted one at a time in the order the model runs them,
+  each on the student's own inputs to it (every norm before it already
+  fitted) against the original's LayerNorm output on the same examples:
+  without normalization the residual stream compounds any misfit, so a
+  norm fitted on the original's inputs, or all at once, lets a deep model
+  blow up. `rounds` more passes then refit every norm together. Only real
+  tokens (input_mask 1) count.
   """
   layer_norms = _norm_layers(original, keras.layers.LayerNormalization)
   no_norms = {k: v for k, v in _norm_layers(student, NoNorm).items()
               if k in layer_norms}
   if not no_norms:
     return 0
-  for round_ in range(rounds + 1):
+  first = next(_batches(features, batch_size))
+  order = _call_order(student, no_norms, first)
+  passes = [[key] for key in order] + [order] * rounds
+  for keys in passes:
     statistics = _NormStatistics()
-    recorder = layer_norms if round_ == 0 else no_norms
+    recorder = {key: no_norms[key] for key in keys}
     for batch in _batches(features, batch_size):
       statistics.token_weights = tf.cast(batch["input_mask"],
                                          tf.float64)[..., None]
-      targets = None if round_ == 0 else _call_outputs(
-          original, layer_norms, batch)
+      targets = _call_outputs(original, {k: layer_norms[k] for k in keys},
+                              batch)
       undo = _record(recorder, statistics, targets)
       try:
-        (original if round_ == 0 else student)(batch, training=False)
+        student(batch, training=False)
       finally:
         undo()
-    _assign(no_norms, statistics)
+    _assign(recorder, statistics)
   return len(no_norms)
 
 
