@@ -53,13 +53,17 @@ def test_tiny_recipe_end_to_end(tmp_path):
   assert set(data) == {"command", "host", "rows"}
   assert "--scale tiny" in data["command"] and "cores" in data["host"]
   rows = {r["name"]: r for r in data["rows"]}
-  assert list(rows) == ["teacher", "student", "baseline", "kronecker"]
+  assert list(rows) == ["teacher", "student", "baseline", "kronecker",
+                        "pruned", "low_rank"]
   assert [r["role"] for r in data["rows"]] == [
-      "teacher", "student", "baseline", "student"]
+      "teacher", "student", "baseline", "student", "student", "student"]
   for r in data["rows"]:
     assert set(r) == {"name", "role", "method", "encoder_params", "qa_f1",
                       "qa_em", "spam_acc", "qa_f1_int8", "int8_size_mb",
-                      "seq_length", "int8_ms", "word_table_em"}
+                      "seq_length", "int8_ms", "word_table_em", "init",
+                      "norm", "activation", "kd_steps", "train_steps",
+                      "minutes", "carving"}
+    assert r["minutes"] is not None and r["minutes"] >= 0
     assert r["seq_length"] == 64
     assert 0 <= r["qa_f1"] <= 100 and 0 <= r["qa_f1_int8"] <= 100
     assert 0 <= r["spam_acc"] <= 100
@@ -68,6 +72,18 @@ def test_tiny_recipe_end_to_end(tmp_path):
     assert all(0 <= v <= 100 for v in rows[name]["word_table_em"].values())
   assert rows["kronecker"]["word_table_em"] == {"encoder": None, "qa": None}
   assert rows["teacher"]["encoder_params"] == 22_713_216
+  assert [rows[m]["init"] for m in rows] == [
+      "teacher", "random", "random", "teacher", "teacher", "teacher"]
+  assert (rows["teacher"]["norm"], rows["teacher"]["activation"]) == (
+      "layer_norm", "gelu")
+  # The carved students: what compress kept, in the on-device form.
+  pruned, low_rank = rows["pruned"], rows["low_rank"]
+  assert (pruned["norm"], pruned["activation"]) == ("no_norm", "relu")
+  assert pruned["carving"]["heads"] == 6
+  assert pruned["encoder_params"] <= 0.4 * 22_713_216
+  assert pruned["kd_steps"] == 2 * 2 + 2 + 2  # recovery per task + task KD
+  assert low_rank["carving"]["low_rank_ranks"]["query"] == 96
+  assert low_rank["norm"] == "layer_norm" and low_rank["kd_steps"] == 4
   assert rows["student"]["encoder_params"] == count(
       load_config("mobilebert_minilm"))["params_encoder"]
   # int8 files: the student's is the smaller.
@@ -83,6 +99,8 @@ def test_tiny_recipe_end_to_end(tmp_path):
   again = subprocess.run(command, capture_output=True, text=True, cwd=REPO,
                          env=env)
   assert again.returncode == 0
-  # slices, 2 shard sets, MiniLM, 3 pre-trainings, 4 x (QA, spam, convert),
-  # 3 x 2 word-table probes, the benchmark.
-  assert again.stdout.count("done, skipped") == 26, again.stdout[-2000:]
+  # slices, 2 shard sets, MiniLM, 3 pre-trainings, 6 x (QA, spam, convert),
+  # 2 x 2 carvings, 3 x 2 word-table probes, the benchmark.
+  assert again.stdout.count("done, skipped") == 36, again.stdout[-2000:]
+  assert "| pruned: carved from the fine-tuned MiniLM" in table
+  assert "steps," in table and " min |" in table
