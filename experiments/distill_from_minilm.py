@@ -50,6 +50,7 @@ from absl import app, flags
 
 from experiments.demo_results import (conversion_summary, latency_rows,
                                       read_json, read_scalars)
+from experiments.demo_steps import CARVED_STUDENT
 from experiments.paths import REPO, VOCAB, data_sources
 from experiments.pipeline import (Step, StepError, check_force,
                                   check_output_dir,
@@ -144,10 +145,9 @@ MODELS = {
                  None, "carve"),
 }
 # compress's flags per carved model: what it keeps, and the on-device form.
+# `pruned` is the demo's shipped student.
 CARVES = {
-    "pruned": ("--heads", 6, "--target_params", 0.4, "--low_rank",
-               "word_embeddings=128", "--substitute",
-               "layernorm=nonorm,gelu=relu"),
+    "pruned": CARVED_STUDENT,
     "low_rank": ("--low_rank", "word_embeddings=128,query=96,key=96,"
                  "value=96,attention_output=96,intermediate=128,output=128"),
 }

@@ -140,9 +140,26 @@ def _failure(step, error, log_file=None):
                    f"with: {step.describe()}")
 
 
-def _finish(step, began):
+def _finish(step, began, peak_mb=None):
+  """The marker: the step's seconds and, for a command, the peak resident
+  memory of its largest process (`peak_rss_mb=N`)."""
+  peak = f"peak_rss_mb={peak_mb:.0f}\n" if peak_mb is not None else ""
   write_file(os.path.join(step.output, MARKER),
-             f"{time.time() - began:.1f} s\n")
+             f"{time.time() - began:.1f} s\n{peak}")
+
+
+def _peak_mb(pid, seen=None):
+  """max(seen, the process's resident high-water mark in MB), read from
+  /proc while it runs (VmHWM restarts at exec, so the runner's own memory,
+  which a forked child shares until then, does not count; rusage's maxrss
+  would include it)."""
+  try:
+    with open(f"/proc/{pid}/status") as f:
+      hwm = next((int(l.split()[1]) / 1024 for l in f
+                  if l.startswith("VmHWM:")), None)
+  except (OSError, ValueError):
+    hwm = None
+  return seen if hwm is None else max(hwm, seen or 0.0)
 
 
 def run_steps(steps, force=(), log=print, jobs=1, heartbeat=20.0):
@@ -157,14 +174,26 @@ def run_steps(steps, force=(), log=print, jobs=1, heartbeat=20.0):
     _prepare(step)
     log(f"{prefix}: {step.describe()}")
     began = time.time()
+    peak = None
     try:
       if callable(step.command):
         step.command()
       else:
-        subprocess.run(step.command, check=True, preexec_fn=die_with_parent)
+        process = subprocess.Popen(step.command, preexec_fn=die_with_parent)
+        try:
+          while process.poll() is None:
+            peak = _peak_mb(process.pid, peak)
+            time.sleep(0.2)
+        except BaseException:
+          process.terminate()
+          process.wait()
+          raise
+        if process.returncode:
+          raise subprocess.CalledProcessError(process.returncode,
+                                              step.command)
     except (subprocess.CalledProcessError, OSError, ValueError) as e:
       raise _failure(step, e) from e
-    _finish(step, began)
+    _finish(step, began, peak)
     log(f"{prefix}: finished in {time.time() - began:.0f} s")
 
 
@@ -173,7 +202,7 @@ class _Running:
 
   def __init__(self, step):
     self.step, self.began, self.error = step, time.time(), None
-    self.log_file = None
+    self.log_file = self.peak_mb = None
     if callable(step.command):
       self.thread = threading.Thread(target=self._call, daemon=True)
       self.thread.start()
@@ -195,6 +224,7 @@ class _Running:
   def finished(self):
     if self.process is None:
       return not self.thread.is_alive()
+    self.peak_mb = _peak_mb(self.process.pid, self.peak_mb)
     status = self.process.poll()
     if status is not None and status != 0:
       self.error = subprocess.CalledProcessError(status, self.step.command)
@@ -259,7 +289,7 @@ def _run_parallel(steps, force, log, jobs, heartbeat):
           if run.log_file:
             log(_tail(run.log_file))
           continue
-        _finish(run.step, run.began)
+        _finish(run.step, run.began, run.peak_mb)
         log(f"{prefix(run.step)}: finished in "
             f"{time.time() - run.began:.0f} s")
       if running and time.time() - last_beat >= heartbeat:

@@ -75,3 +75,21 @@ def test_transfer_experiment_chain(tmp_path):
   for step in steps:
     assert all(i in seen for i in step.inputs), step.name
     seen.add(step.output)
+
+
+@pytest.mark.parametrize("jobs", [1, 2])
+def test_marker_records_each_steps_peak_memory(tmp_path, jobs):
+  """A step that holds 300 MB and one that holds little: each marker has
+  its own process's peak, not the runner's or the other step's."""
+  big = [sys.executable, "-c", "import time; b = bytearray(300 * 2**20); "
+         "b[::4096] = b'x' * len(b[::4096]); time.sleep(1)"]
+  small = [sys.executable, "-c", "import time; time.sleep(0.5)"]
+  steps = [Step("big", big, str(tmp_path / "big")),
+           Step("small", small, str(tmp_path / "small"))]
+  run_steps(steps, log=lambda _: None, jobs=jobs, heartbeat=1000)
+
+  def peak(name):
+    text = (tmp_path / name / ".done").read_text().split()
+    return float(text[-1].split("=")[1])
+  assert 300 <= peak("big") < 400
+  assert peak("small") < 100
