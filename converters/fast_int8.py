@@ -155,10 +155,45 @@ def quantize_calibrated(calibrated, denylisted_nodes=(), strict=False):
         denylisted_nodes=sorted(denylisted_nodes) or None)
 
 
+# XNNPACK creates an int8 matmul only when input scale x weight scale /
+# output scale is below 256 (checked per output channel); it does not refuse
+# such a node when partitioning but fails the whole runtime when preparing.
+# Residual streams that grow layer by layer (a NoNorm student) reach it.
+_MATMUL_OPS = ("FULLY_CONNECTED", "CONV_2D", "BATCH_MATMUL")
+MAX_REQUANTIZATION_SCALE = 256.0
+
+
+def out_of_range_matmuls(data):
+  """{output tensor name: op name} of the int8 matmuls XNNPACK cannot
+  create (requantization scale >= 256), read without any delegate."""
+  from ai_edge_litert.interpreter import Interpreter, OpResolverType
+  interpreter = Interpreter(
+      model_content=data,
+      experimental_op_resolver_type=(
+          OpResolverType.BUILTIN_WITHOUT_DEFAULT_DELEGATES))
+  tensors = {t["index"]: t for t in interpreter.get_tensor_details()}
+  scales = lambda i: tensors[i]["quantization_parameters"]["scales"]
+  found = {}
+  for node in interpreter._get_ops_details():  # pylint: disable=protected-access
+    inputs, output = node["inputs"], tensors[node["outputs"][0]]
+    if (node["op_name"] not in _MATMUL_OPS or output["dtype"] != np.int8
+        or len(inputs) < 2 or not len(scales(inputs[1]))):
+      continue
+    requantization = (scales(inputs[0])[0] * scales(inputs[1])
+                      / scales(output["index"])[0])
+    if requantization.max() >= MAX_REQUANTIZATION_SCALE:
+      found[output["name"]] = node["op_name"]
+  return found
+
+
 def refused_int8_nodes(data):
-  """{output tensor name: op name} of the int8 nodes XNNPACK did not take."""
+  """{output tensor name: op name} of the int8 nodes XNNPACK did not take
+  (or, if some matmul would fail its runtime, of those matmuls)."""
   from ai_edge_litert.interpreter import Interpreter
   from converters.delegates import delegated_nodes
+  out_of_range = out_of_range_matmuls(data)
+  if out_of_range:
+    return out_of_range
   with native_output_to(os.devnull):
     interpreter = Interpreter(model_content=data, num_threads=1)
     interpreter.allocate_tensors()

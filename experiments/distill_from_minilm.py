@@ -112,7 +112,7 @@ SCALES = {
                                   "baseline": (300, 300),
                                   "kronecker": (100, 60),
                                   "pruned": (400, 100),
-                                  "low_rank": (400, 100)},
+                                  "low_rank": (200, 50)},
                   calibration_samples=100, bench_runs=20),
     "tiny": Scale(32, 64, 64, 32, dupe_factor=1, batch_size=2,
                   finetune_batch_size=2, distill_steps=14, kronecker_steps=2,

@@ -287,3 +287,40 @@ def test_one_list_of_modes_serves_every_command():
   assert set(DEMO_MODES) <= set(quantize.MODES)
   from experiments.latency_report import MODES as LATENCY_MODES
   assert set(LATENCY_MODES) <= set(quantize.mode_labels())
+
+
+def test_matmul_xnnpack_cannot_create_stays_float(tmp_path):
+  """A matmul whose requantization scale (input x weight / output) is
+  >= 256 makes XNNPACK fail the whole runtime at prepare instead of
+  refusing the node; the xnnpack recipe keeps such a matmul float."""
+  from ai_edge_litert.interpreter import Interpreter
+  from converters import fast_int8
+
+  class Cancelling(tf.Module):
+    """x (range +-1000) times [1, -1]: the output range is tiny."""
+
+    @tf.function(input_signature=[tf.TensorSpec([1, 2], tf.float32,
+                                                name="x")])
+    def serve(self, x):
+      return {"y": tf.tanh(tf.matmul(x, tf.constant([[1.0], [-1.0]])))}
+
+  module, path = Cancelling(), str(tmp_path / "saved_model")
+  tf.saved_model.save(module, path, signatures={"serving_default":
+                                                module.serve})
+
+  def dataset():
+    for value in np.linspace(-1000, 1000, 16):
+      yield {"x": np.array([[value, value + 1e-3]], np.float32)}
+  calibrated = fast_int8.symmetric_matmul_operands(fast_int8.calibrate(
+      quantize.make_converter(path, "int8", dataset)))[0]
+  plain = fast_int8.quantize_calibrated(calibrated)
+  assert list(fast_int8.out_of_range_matmuls(plain).values()) == [
+      "FULLY_CONNECTED"]
+  with pytest.raises(RuntimeError, match="XNNPACK"):
+    Interpreter(model_content=plain).allocate_tensors()
+  data, facts = fast_int8.convert(quantize.make_converter(path, "int8",
+                                                          dataset))
+  assert facts["float_ops"].get("FULLY_CONNECTED") == 1
+  assert fast_int8.out_of_range_matmuls(data) == {}
+  interpreter = Interpreter(model_content=data)
+  interpreter.allocate_tensors()

@@ -168,4 +168,4 @@ def test_transfer_adds_mobilebert_layer_losses_at_every_layer():
   np.testing.assert_allclose(loss, sum(float(v) for v in metrics.values()),
                              rtol=1e-5)
   with pytest.raises(ValueError, match="intermediate must be"):
-    finetuning_loss(student, teacher, task, intermediate="hidden")
+    finetuning_loss(student, teacher, task, intermediate="heads")

@@ -197,17 +197,21 @@ def fit_nonorms(original, student, features, rounds=2, batch_size=8):
               if k in layer_norms}
   if not no_norms:
     return 0
-  first = next(_batches(features, batch_size))
-  order = _call_order(student, no_norms, first)
+  all_batches = list(_batches(features, batch_size))
+  order = _call_order(student, no_norms, all_batches[0])
+  # The original's LayerNorm outputs are the same in every pass: one
+  # forward per batch.
+  wanted = {k: layer_norms[k] for k in order}
+  targets_of = [_call_outputs(original, wanted, batch)
+                for batch in all_batches]
   passes = [[key] for key in order] + [order] * rounds
   for keys in passes:
     statistics = _NormStatistics()
     recorder = {key: no_norms[key] for key in keys}
-    for batch in _batches(features, batch_size):
+    for batch, targets in zip(all_batches, targets_of):
       statistics.token_weights = tf.cast(batch["input_mask"],
                                          tf.float64)[..., None]
-      targets = _call_outputs(original, {k: layer_norms[k] for k in keys},
-                              batch)
+      targets = {k: list(targets[k]) for k in keys}
       undo = _record(recorder, statistics, targets)
       try:
         student(batch, training=False)
