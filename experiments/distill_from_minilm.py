@@ -348,7 +348,10 @@ def collect(layout, command, scale, models=tuple(MODELS), previous=None):
             "train_steps": steps, "minutes": None, "carving": None,
             **carried[model], "method": method,
             "measured_by": carried[model].get("measured_by",
-                                              previous["command"])})
+                                              previous["command"]),
+            # Its speed compares with the teacher timed in the same run.
+            "teacher_int8_ms": carried[model].get(
+                "teacher_int8_ms", carried["teacher"]["int8_ms"])})
       continue
     start = layout.start(model, "qa")
     config_file = os.path.join(start if model in CARVES else
@@ -536,16 +539,17 @@ def _ratios(row, teacher):
           else row["qa_f1"] - row["qa_f1_int8"])
   gap = (None if row["spam_acc"] is None or teacher["spam_acc"] is None
          else teacher["spam_acc"] - row["spam_acc"])
-  speed = (None if not row["int8_ms"].get("1") or not
-           teacher["int8_ms"].get("1") else
-           teacher["int8_ms"]["1"] / row["int8_ms"]["1"])
+  teacher_ms = row.get("teacher_int8_ms", teacher["int8_ms"]).get("1")
+  speed = (None if not row["int8_ms"].get("1") or not teacher_ms else
+           teacher_ms / row["int8_ms"]["1"])
   return (f"{row['name']}: {share(row['encoder_params'], teacher['encoder_params'])}"
           f" of the parameters, {share(row['qa_f1'], teacher['qa_f1'])} of "
           f"the QA F1, spam {'n/a' if gap is None else f'{gap:.1f}'} points "
           f"below, int8 F1 {'n/a' if drop is None else f'{drop:.1f}'} points "
           f"below its float32, "
           f"{'n/a' if speed is None else f'{speed:.1f}x'} the teacher's "
-          "1-thread int8 speed")
+          "1-thread int8 speed" + (" (both timed in the run that measured "
+                                   "it)" if "teacher_int8_ms" in row else ""))
 
 
 def plot(layout, results, path):

@@ -42,11 +42,13 @@ def _no_norms(model):
   return [l for l in model.submodules if type(l).__name__ == "NoNorm"]
 
 
-def _fold_and_compare(model, config, output="sequence_output"):
-  """fold_nonorms' (copy, facts), once its `output` matches the original's."""
+def _fold_and_compare(model, config, output="sequence_output",
+                      max_spread=np.inf):
+  """fold_nonorms' (copy, facts), once its `output` matches the original's
+  (by default folding wherever it is exact)."""
   features = _features(config.vocab_size)
   want = model(features, training=False)[output].numpy()
-  folded, facts = nonorm_folding.fold_nonorms(model, config)
+  folded, facts = nonorm_folding.fold_nonorms(model, config, max_spread)
   got = folded(features, training=False)[output].numpy()
   np.testing.assert_allclose(got, want, atol=2e-5 * np.abs(want).max())
   return folded, facts
@@ -91,6 +93,30 @@ def test_a_tiny_scale_makes_the_stream_true_again_instead_of_dividing():
   assert facts["kept"] == 2
   kept = folded.get_layer("layer_0").ffns[0].norm.gamma.numpy()
   assert abs(kept[3]) < 1e-4      # the product n * g, kept as a real NoNorm
+
+
+def test_a_stream_spread_wider_than_int8_holds_is_made_true_again():
+  """By default a carried stream's channel scales stay within MAX_SPREAD of
+  each other: norms fitted to LayerNorms (scales 0.05..2) are kept where
+  folding would spread the stream, norms of 1 (MobileBERT's start) fold."""
+  config = _nonorm_config("tiny_bert", hidden_act="relu")
+  tf.keras.utils.set_random_seed(0)
+  encoder = build_encoder(config)
+  norms = _no_norms(encoder)
+  wide = np.full(norms[0].gamma.shape, 0.05, np.float32)
+  wide[::2] = 2.0
+  for norm in norms[1::2]:
+    norm.gamma.assign(wide)
+  folded, facts = _fold_and_compare(encoder, config,
+                                    max_spread=nonorm_folding.MAX_SPREAD)
+  # The ones fold (into an unscaled, hence true, stream); each wide norm
+  # is kept as a real NoNorm.
+  wide_norms = len(norms[1::2])
+  assert facts == {"folded": len(norms) - wide_norms, "kept": wide_norms}
+  for before, after in zip(norms[1::2], _no_norms(folded)[1::2]):
+    np.testing.assert_array_equal(after.gamma.numpy(), before.gamma.numpy())
+  everything = nonorm_folding.fold_nonorms(encoder, config, np.inf)[1]
+  assert everything == {"folded": len(norms) - 1, "kept": 1}
 
 
 def test_a_task_model_folds_with_its_head():
