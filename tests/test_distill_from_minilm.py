@@ -54,7 +54,8 @@ def test_tiny_recipe_end_to_end(tmp_path):
   committed = os.path.join(REPO, "experiments", "results",
                            "distill_from_minilm.json")
   with open(committed) as f:
-    before = {r["name"]: r for r in json.load(f)["rows"]}
+    committed_results = json.load(f)
+  before = {r["name"]: r for r in committed_results["rows"]}
   shutil.copy(committed, results)
   command = [sys.executable, "-m", "experiments.distill_from_minilm",
              "--scale", "tiny", "--output_dir", str(out), "--results_dir",
@@ -81,7 +82,7 @@ def test_tiny_recipe_end_to_end(tmp_path):
         "teacher_int8_ms", before["teacher"]["int8_ms"])
     assert rows[name]["qa_f1"] == before[name]["qa_f1"]
     assert rows[name]["measured_by"] == before[name].get(
-        "measured_by", json.load(open(committed))["command"])
+        "measured_by", committed_results["command"])
     assert not (out / "runs" / name).exists()
   for name in ("teacher", "pruned", "low_rank"):
     r = rows[name]
