@@ -28,13 +28,26 @@ class Converted:
   nonorm_folding: dict = None
 
 
-def fold_for_export(model, config):
-  """(model to export, facts): NoNorms folded where they fold exactly; a
-  model that cannot be folded is exported as it is, and the facts say why."""
+def fold_for_export(model, config, calibration=None):
+  """(model to export, facts): NoNorms folded where they fold exactly, and
+  with `calibration` (our feature dict) the streams of the norms that stay
+  equalized for int8; a model that cannot be folded is exported as it is,
+  and the facts say why."""
   try:
-    return nonorm_folding.fold_nonorms(model, config)
+    ranges = (calibration and config.normalization_type == "no_norm"
+              and nonorm_folding.channel_ranges(model, calibration))
+    return nonorm_folding.fold_nonorms(model, config, ranges=ranges or None)
   except nonorm_folding.FoldError as e:
     return model, {"not_folded": str(e)}
+
+
+def _features(representative):
+  """Our feature dict of a calibration_dataset's examples."""
+  import numpy as np
+  from converters.contract import INPUT_FEATURES
+  rows = list(representative())
+  return {ours: np.concatenate([r[name] for r in rows])
+          for name, ours in INPUT_FEATURES.items()}
 
 
 def convert_model(model, head, seq_length, modes, representative=None, *,
@@ -64,9 +77,15 @@ def convert_model(model, head, seq_length, modes, representative=None, *,
   """
   folding = None
   if fold_nonorm and config is not None:
-    model, folding = fold_for_export(model, config)
+    integer = any(quantize.parse_mode_label(label)[0] in
+                  quantize.INTEGER_MODES for label in modes)
+    model, folding = fold_for_export(
+        model, config, representative and integer and _features(
+            representative))
     if "folded" in folding:
-      log(f"folded {folding['folded']} NoNorms into their neighbours")
+      log(f"folded {folding['folded']} NoNorms into their neighbours"
+          + (f", equalized the streams of {folding['equalized']}"
+             if folding.get("equalized") else ""))
   files = {}
   with tempfile.TemporaryDirectory() as scratch:
     saved_model = os.path.join(scratch, "saved_model")

@@ -377,7 +377,9 @@ def qat_reference(p, ref):
   from converters import conversion, qat, representative, validate
   model, folding = ref.source.model, None
   if FLAGS.fold_nonorm:
-    model, folding = conversion.fold_for_export(model, p.config)
+    model, folding = conversion.fold_for_export(
+        model, p.config, representative.sample(
+            ref.calibration, FLAGS.num_calibration_samples))
   if model is ref.source.model:  # QAT changes the layers it is given
     model = keras.models.clone_model(ref.source.model)
     model.set_weights(ref.source.model.get_weights())

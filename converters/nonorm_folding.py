@@ -24,10 +24,19 @@ arithmetic the sequence output is unchanged; in float32 it moves by rounding.
 Other outputs (hidden states, FFN outputs) are the unscaled z: this model is
 for export only.
 
+Where a norm must stay, the same rewrite can still choose the scale the
+stream carries after it: with calibration ranges (`channel_ranges`), the
+norm writes z = true / s with s = (max|true| per channel)^EQUALIZE_ALPHA
+and its readers' kernel rows take s (SmoothQuant's migration, Xiao et al.
+2023). The outlier channels of a LayerNorm-fitted stream then stop eating
+the one int8 range every other channel of the matmuls' inputs shares.
+
 On MobileBERT this removes 6 element-wise MUL + ADD pairs per layer
 (BUILD_NOTES.md, "Folding NoNorm").
 
     folded, facts = fold_nonorms(model, config)
+    ranges = channel_ranges(model, calibration_features)
+    folded, facts = fold_nonorms(model, config, ranges=ranges)
 """
 
 import numpy as np
@@ -35,6 +44,9 @@ import numpy as np
 G_RANGE = (1e-4, 1e4)
 # Largest max|g| / min|g| a carried stream may have: 2 bits of int8.
 MAX_SPREAD = 4.0
+# How much of a channel's range an equalized stream moves into the weights
+# (SmoothQuant's alpha: 0.5 splits the outliers between the two operands).
+EQUALIZE_ALPHA = 0.5
 
 
 class FoldError(ValueError):
@@ -45,11 +57,14 @@ class _Stream:
   """A residual stream's per-channel map from the graph's z to the truth,
   and the norm that last wrote it (where the truth is restored)."""
 
-  def __init__(self, width, max_spread=MAX_SPREAD):
+  def __init__(self, width, max_spread=MAX_SPREAD, scales=None):
     self.max_spread = max_spread
+    self.scales = scales or {}  # id(norm): the scale to carry after it
     self.g = np.ones(width)
     self.c = np.zeros(width)
     self.norm = None
+    self.true_norm = None  # (gamma, beta) that make `norm` write the truth
+    self.how = None  # what `norm` became: "folded" or "equalized"
 
   @property
   def is_true(self):
@@ -117,17 +132,21 @@ def _take_norm(stream, norm, facts):
   n, m = _norm_weights(norm)
   g = n * stream.g
   magnitude = np.abs(g)
-  stream.norm = norm
-  if (np.all(np.isfinite(g))
-      and np.all((magnitude >= G_RANGE[0]) & (magnitude <= G_RANGE[1]))
-      and magnitude.max() <= stream.max_spread * magnitude.min()):
-    stream.g, stream.c = g, m
+  stream.norm, stream.true_norm = norm, (g, m)
+  well_conditioned = np.all(np.isfinite(g)) and np.all(
+      (magnitude >= G_RANGE[0]) & (magnitude <= G_RANGE[1]))
+  if well_conditioned and magnitude.max() <= (
+      stream.max_spread * magnitude.min()):
+    stream.g, stream.c, stream.how = g, m, "folded"
     _set_norm(norm, np.ones_like(n), np.zeros_like(m))
-    facts["folded"] += 1
+  elif np.all(np.isfinite(g)) and id(norm) in stream.scales:
+    s = stream.scales[id(norm)]
+    _set_norm(norm, g / s, m / s)
+    stream.g, stream.c, stream.how = s, np.zeros_like(m), "equalized"
   else:
     _set_norm(norm, g, m)
-    stream.g, stream.c = np.ones_like(g), np.zeros_like(m)
-    facts["kept"] += 1
+    stream.g, stream.c, stream.how = np.ones_like(g), np.zeros_like(m), "kept"
+  facts[stream.how] += 1
 
 
 def _mobilebert_block(block, x, facts):
@@ -140,7 +159,7 @@ def _mobilebert_block(block, x, facts):
   if c.use_bottleneck:
     _read(x, block.bottleneck_input)
     _into_output(block.bottleneck_input, block.bottleneck_input_norm, facts)
-    layer_input = _Stream(c.intra_bottleneck_size, x.max_spread)
+    layer_input = _Stream(c.intra_bottleneck_size, x.max_spread, x.scales)
     if c.use_bottleneck_attention:
       x_readers = []                      # q, k, v read layer_input (true)
     elif c.key_query_shared_bottleneck:
@@ -192,7 +211,7 @@ def _layers_by_name(model):
   return found
 
 
-def _fold_in_place(model, config, max_spread):
+def _fold_in_place(model, config, max_spread, scales):
   """Rewrites `model`'s weights; returns the counts."""
   c = config
   if c.normalization_type != "no_norm":
@@ -207,8 +226,8 @@ def _fold_in_place(model, config, max_spread):
   if embeddings is None or embeddings.projection is not None and (
       embeddings.project_last):
     raise FoldError("no embeddings layer, or a projection after its norm")
-  facts = {"folded": 0, "kept": 0}
-  stream = _Stream(embeddings.norm.gamma.shape[0], max_spread)
+  facts = {"folded": 0, "equalized": 0, "kept": 0}
+  stream = _Stream(embeddings.norm.gamma.shape[0], max_spread, scales)
   _take_norm(stream, embeddings.norm, facts)
   for i in range(c.num_hidden_layers):
     if c.model_type == "mobilebert":
@@ -217,20 +236,77 @@ def _fold_in_place(model, config, max_spread):
       _attention_block(layers[f"layer_{i}_attention"], stream, facts)
       _feed_forward(layers[f"layer_{i}_ffn"], stream, facts)
   if not stream.is_true:                      # the output must be the truth
-    _set_norm(stream.norm, stream.g, stream.c)
-    facts["folded"] -= 1
+    _set_norm(stream.norm, *stream.true_norm)
+    facts[stream.how] -= 1
     facts["kept"] += 1
+  if not scales:
+    del facts["equalized"]
   return facts
 
 
-def fold_nonorms(model, config, max_spread=MAX_SPREAD):
-  """(a copy of `model` with its NoNorms folded, {"folded", "kept"} counts).
+def _no_norms(model):
+  return [l for l in model.submodules if type(l).__name__ == "NoNorm"]
+
+
+def channel_ranges(model, features, batch_size=16):
+  """[max |output| per channel] of each NoNorm of `model` (in submodule
+  order) over `features` (our feature dict): what `fold_nonorms` equalizes
+  the streams by. Runs the model eagerly, one batch at a time."""
+  import tensorflow as tf
+  from tfmodels.training.tasks import model_inputs
+  norms = _no_norms(model)
+  seen = [None] * len(norms)
+
+  def recording(i, call):
+    def record(inputs, *args, **kwargs):
+      out = call(inputs, *args, **kwargs)
+      flat = tf.reshape(tf.abs(out), [-1, out.shape[-1]])
+      top = tf.reduce_max(flat, 0).numpy()
+      seen[i] = top if seen[i] is None else np.maximum(seen[i], top)
+      return out
+    return record
+
+  for i, norm in enumerate(norms):
+    norm.call = recording(i, norm.call)
+  try:
+    inputs = model_inputs(features)
+    n = len(features["input_ids"])
+    for start in range(0, n, batch_size):
+      model({k: tf.constant(v[start:start + batch_size])
+             for k, v in inputs.items()}, training=False)
+  finally:
+    for norm in norms:
+      del norm.call  # the class's call again
+  if any(r is None for r in seen):
+    raise FoldError("a NoNorm never ran on the calibration features")
+  return seen
+
+
+def _equalizing_scales(norms, ranges, alpha):
+  """{id(norm): s}: s = range^alpha per channel, at mean 1."""
+  if len(ranges) != len(norms):
+    raise FoldError(f"{len(ranges)} channel ranges for {len(norms)} NoNorms")
+  scales = {}
+  for norm, top in zip(norms, ranges):
+    top = np.asarray(top, np.float64)
+    top = np.maximum(top, max(top.max(), 1e-30) * 1e-6) ** alpha
+    scales[id(norm)] = top / top.mean()
+  return scales
+
+
+def fold_nonorms(model, config, max_spread=MAX_SPREAD, ranges=None,
+                 alpha=EQUALIZE_ALPHA):
+  """(a copy of `model` with its NoNorms folded, {"folded", "kept"} counts,
+  and "equalized" with `ranges`).
 
   Args:
     model: our encoder or task model (built by tfmodels from `config`).
     config: its ModelConfig.
     max_spread: the widest max|g| / min|g| a carried stream may have
       (np.inf: fold wherever it is exact).
+    ranges: `channel_ranges(model, ...)`: a norm that cannot fold then
+      equalizes the stream after it (the module docstring says how).
+    alpha: the share of each channel's range moved into the weights.
 
   Raises:
     FoldError: the model cannot be folded exactly (LayerNorm, shared or
@@ -239,4 +315,6 @@ def fold_nonorms(model, config, max_spread=MAX_SPREAD):
   import tf_keras as keras
   copy = keras.models.clone_model(model)
   copy.set_weights(model.get_weights())
-  return copy, _fold_in_place(copy, config, max_spread)
+  scales = ranges is not None and _equalizing_scales(_no_norms(copy), ranges,
+                                                     alpha)
+  return copy, _fold_in_place(copy, config, max_spread, scales)

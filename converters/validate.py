@@ -220,7 +220,9 @@ def markdown(report):
   if folding:
     lines.append("- NoNorm folding: " + (
         f"{folding['folded']} folded into their neighbours, "
-        f"{folding['kept']} kept" if "folded" in folding else
+        + (f"{folding['equalized']} kept with their streams equalized for "
+           "int8, " if folding.get("equalized") else "")
+        + f"{folding['kept']} kept" if "folded" in folding else
         f"not done ({folding['not_folded']})"))
   keras = report.get("keras")
   if keras:

@@ -119,6 +119,43 @@ def test_a_stream_spread_wider_than_int8_holds_is_made_true_again():
   assert everything == {"folded": len(norms) - 1, "kept": 1}
 
 
+def _spread(ranges):
+  return ranges.max() / ranges.min()
+
+
+def test_kept_norms_equalize_their_streams_exactly_with_calibration():
+  """Norms too wide to fold still carry a scaled stream when calibration
+  ranges are given: z = true / s with s = range^0.5, so an outlier channel
+  30x the others leaves the int8 range of the matmul inputs 5.5x, and the
+  output is unchanged."""
+  config = _nonorm_config("tiny_bert", hidden_act="relu")
+  tf.keras.utils.set_random_seed(0)
+  encoder = build_encoder(config)
+  norms = _no_norms(encoder)
+  for norm in norms:
+    outlier = np.ones(norm.gamma.shape, np.float32)
+    outlier[3] = 30.0
+    norm.gamma.assign(outlier)
+  features = _features(config.vocab_size)
+  ranges = nonorm_folding.channel_ranges(encoder, features)
+  assert len(ranges) == len(norms)
+  want = encoder(features, training=False)["sequence_output"].numpy()
+  folded, facts = nonorm_folding.fold_nonorms(encoder, config, ranges=ranges)
+  got = folded(features, training=False)["sequence_output"].numpy()
+  np.testing.assert_allclose(got, want, atol=2e-5 * np.abs(want).max())
+  # Every stream but the output's (which must be the truth) is equalized.
+  assert facts == {"folded": 0, "equalized": len(norms) - 1, "kept": 1}
+  after = nonorm_folding.channel_ranges(folded, features)
+  for before, now in zip(ranges[:-1], after[:-1]):
+    assert _spread(before) > 10
+    np.testing.assert_allclose(_spread(now), _spread(before) ** 0.5,
+                               rtol=1e-3)
+  np.testing.assert_allclose(after[-1], ranges[-1], rtol=1e-4)
+  # Without ranges the same norms are kept as they are.
+  assert nonorm_folding.fold_nonorms(encoder, config)[1] == {
+      "folded": 0, "kept": len(norms)}
+
+
 def test_a_task_model_folds_with_its_head():
   config = _nonorm_config("tiny_mobilebert")
   tf.keras.utils.set_random_seed(0)
