@@ -136,8 +136,8 @@ MODELS = {
     "kronecker": ("student", "KroneckerBERT: Kronecker KD from MiniLM + "
                   "task-stage KD", "kronecker_minilm", "kronecker"),
     "pruned": ("student", "carved from the fine-tuned MiniLM: 6 of 12 heads,"
-               " FFN pruned to 40% of the parameters, word table at rank "
-               "128; NoNorm + relu, recovered; task-stage KD (soft targets)",
+               " 512 of 1536 FFN neurons, word table at rank 128; NoNorm + "
+               "relu, recovered; task-stage KD (soft targets)",
                None, "carve"),
     "low_rank": ("student", "carved from the fine-tuned MiniLM: activation-"
                  "aware SVD of every kernel (rank 96 attention, 128 FFN), "
@@ -339,14 +339,17 @@ def collect(layout, command, scale, models=tuple(MODELS), previous=None):
   rows = []
   for model, (role, method, _, _) in MODELS.items():
     if model not in models:
-      if model in carried:  # the fields it predates follow from the recipe
-        config = load_config(MODELS[model][2])
-        steps, kd_steps, _ = _cost(layout, scale, model)
+      if model in carried:
+        predates = {}  # the fields a row predates follow from the recipe
+        if "norm" not in carried[model]:
+          config = load_config(MODELS[model][2])
+          steps, kd_steps, _ = _cost(layout, scale, model)
+          predates = {
+              "init": INIT[model], "norm": config.normalization_type,
+              "activation": config.hidden_act, "kd_steps": kd_steps,
+              "train_steps": steps, "minutes": None, "carving": None}
         rows.append({
-            "init": INIT[model], "norm": config.normalization_type,
-            "activation": config.hidden_act, "kd_steps": kd_steps,
-            "train_steps": steps, "minutes": None, "carving": None,
-            **carried[model], "method": method,
+            **predates, **carried[model], "method": method,
             "measured_by": carried[model].get("measured_by",
                                               previous["command"]),
             # Its speed compares with the teacher timed in the same run.

@@ -143,7 +143,7 @@ def test_demo_chain(tmp_path):
   # the one set of carving flags, into a model directory one level below
   # the step's output (which holds the step's log and marker).
   assert demo.CARVED_STUDENT == (
-      "--heads", 6, "--target_params", 0.4, "--low_rank",
+      "--heads", 6, "--intermediate_size", 512, "--low_rank",
       "word_embeddings=128", "--substitute", "layernorm=nonorm,gelu=relu")
   for task, data in (("qa", "wordnet_qa"), ("spam", "spam")):
     carve, teacher = by_name[f"carve_{task}"], layout.finetuned(
@@ -154,8 +154,8 @@ def test_demo_chain(tmp_path):
     assert f["--data_dir"].endswith(os.path.join("data", data))
     assert carve.output == layout.path("runs", f"carved_{task}")
     assert f["--model_dir"] == os.path.join(carve.output, "model")
-    assert (f["--heads"], f["--target_params"], f["--low_rank"],
-            f["--substitute"]) == ("6", "0.4", "word_embeddings=128",
+    assert (f["--heads"], f["--intermediate_size"], f["--low_rank"],
+            f["--substitute"]) == ("6", "512", "word_embeddings=128",
                                    "layernorm=nonorm,gelu=relu")
     assert f["--recover_steps"] == "100"
     assert f["--calibration_examples"] == "256"
