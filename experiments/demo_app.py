@@ -7,10 +7,12 @@
 Copies the model and vocabulary into --output_dir under the names the app
 reads (qa_model.tflite, vocab.txt; the Gradle build's -PqaModel / -PqaVocab
 point there, see the README.md written beside them), then answers real
-held-out questions with the app's Python twin
-(`python -m android_bench.qa_demo`, one process per question, as a user
-would run it) and writes answers.json: question, passage, gold answers, the
-twin's answer, its exact match / F1 and the model time it printed.
+held-out questions with the app's Python twin (what `python -m
+android_bench.qa_demo` runs, with the model and tokenizer loaded once: a
+process per question spent seconds importing TensorFlow for milliseconds of
+model) and writes answers.json: question, passage, gold answers, the
+twin's answer, its exact match / F1 and its model time. Each passage is
+written under passages/ for the command-line twin.
 """
 
 import json
@@ -96,17 +98,23 @@ adb push {VOCAB_NAME} /sdcard/Android/data/org.compactbert.qa.demo/files/{VOCAB_
 """
 
 
-def ask(model, vocab, passage_file, question):
-  """The twin's answer and the timing line it prints on stderr."""
-  result = subprocess.run(
-      [sys.executable, "-m", "android_bench.qa_demo", "--model", model,
-       "--vocab", vocab, "--passage", passage_file, "--question", question],
-      capture_output=True, text=True)
-  if result.returncode != 0:
-    raise RuntimeError(f"the twin failed on {passage_file}: "
-                       f"{result.stderr.strip().splitlines()[-1:]}")
-  timing = [l for l in result.stderr.splitlines() if "window(s)" in l]
-  return result.stdout.rstrip("\n"), timing[-1] if timing else ""
+def twin(model, vocab):
+  """ask(passage, question) -> (answer, timing line) with the app's twin,
+  its model and tokenizer loaded once."""
+  from android_bench.qa_demo import DEFAULT_THREADS
+  from android_bench.qa_demo.answering import predict
+  from android_bench.qa_demo.span_model import SpanModel
+  from tfmodels.tokenization import WordPieceTokenizer
+  span_model = SpanModel(model, num_threads=DEFAULT_THREADS)
+  tokenizer = WordPieceTokenizer(vocab)
+
+  def ask(passage, question):
+    prediction = predict(passage, question, tokenizer, span_model)
+    return prediction.answer, (
+        f"{prediction.windows} window(s) of {span_model.sequence_length} "
+        f"tokens, model {prediction.inference_s * 1e3:.1f} ms "
+        f"({DEFAULT_THREADS} threads)")
+  return ask
 
 
 def ask_task_library(python, model, questions, directory):
@@ -159,14 +167,18 @@ def main(argv):
   write_file(os.path.join(out, "README.md"),
              readme(os.path.abspath(out), FLAGS.model))
   print(f"app files: {model}, {vocab}", flush=True)
+  from android_bench.qa_demo import QaDemoError
+  from tfmodels.tokenization import VocabError
+  try:
+    ask = twin(model, vocab)
+  except QaDemoError as e:
+    sys.exit(f"error: --model {e}")
+  except VocabError as e:
+    sys.exit(f"error: --vocab {e}")
   answers = []
   for i, q in enumerate(questions, 1):
-    passage_file = os.path.join(out, "passages", f"{q['id']}.txt")
-    write_file(passage_file, q["passage"])
-    try:
-      answer, timing = ask(model, vocab, passage_file, q["question"])
-    except RuntimeError as e:
-      sys.exit(f"error: {e}")
+    write_file(os.path.join(out, "passages", f"{q['id']}.txt"), q["passage"])
+    answer, timing = ask(q["passage"], q["question"])
     answers.append(dict(
         q, answer=answer, timing=timing,
         exact_match=max(float(exact_match_score(answer, g))
