@@ -42,8 +42,8 @@ $(TASK_VENV)/.installed: requirements-task.txt
 # TensorFlow on CPU with glibc's malloc spends ~40% of a training step in
 # the kernel (large tensors are mmap'ed and returned every step); with
 # tcmalloc a MiniLM fine-tuning step takes 1.4 s instead of 2.6 on two
-# cores (README, "Faster on CPU"). Evaluated when a recipe runs, after
-# system-packages installed it; empty (glibc) where it is missing.
+# cores (README, "Faster on CPU: tcmalloc"). Evaluated when a recipe
+# runs, after system-packages installed it; empty (glibc) where missing.
 FAST_MALLOC = $(if $(TCMALLOC),LD_PRELOAD=$(TCMALLOC) TCMALLOC_LARGE_ALLOC_REPORT_THRESHOLD=1099511627776)
 TCMALLOC = $(firstword $(wildcard /usr/lib/*/libtcmalloc_minimal.so.4 /usr/lib/libtcmalloc_minimal.so.4))
 

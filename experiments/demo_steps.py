@@ -75,12 +75,12 @@ SCALES = {
     # one window (median 56 pieces), and L = 128 spent a quarter of every
     # step on padding.
     "full": Scale(MINILM, qa_seq_length=96, qa_export_length=384,
-                  spam_seq_length=64, teacher_qa_steps=200,
-                  teacher_spam_steps=60, carved_qa_steps=300,
-                  carved_spam_steps=60, finetune_batch_size=16,
+                  spam_seq_length=64, teacher_qa_steps=160,
+                  teacher_spam_steps=40, carved_qa_steps=250,
+                  carved_spam_steps=40, finetune_batch_size=16,
                   teacher_learning_rate=1e-4, carved_learning_rate=2e-4,
-                  recover_steps=50, calibration_examples=128,
-                  calibration_samples=100, bench_threads="1,2",
+                  recover_steps=30, calibration_examples=128,
+                  calibration_samples=64, bench_threads="1,2",
                   bench_runs=20, questions=20),
     "tiny": Scale(MINILM, qa_seq_length=64,
                   qa_export_length=384,  # the Task Library's length

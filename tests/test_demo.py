@@ -136,8 +136,8 @@ def test_demo_chain(tmp_path):
   # The teacher is the real MiniLM, fine-tuned as before.
   assert flags["teacher"]["--from"] == "hf"
   assert flags["teacher"]["--name"] == "all-minilm-l6-v2"
-  assert flags["teacher_qa"]["--train_steps"] == "200"
-  assert flags["teacher_spam"]["--train_steps"] == "100"
+  assert flags["teacher_qa"]["--train_steps"] == "160"
+  assert flags["teacher_spam"]["--train_steps"] == "40"
   assert "--teacher_dir" not in flags["teacher_qa"]
   # The student is carved out of the fine-tuned teacher of each task, with
   # the one set of carving flags, into a model directory one level below
@@ -157,8 +157,8 @@ def test_demo_chain(tmp_path):
     assert (f["--heads"], f["--intermediate_size"], f["--low_rank"],
             f["--substitute"]) == ("6", "512", "word_embeddings=128",
                                    "layernorm=nonorm,gelu=relu")
-    assert f["--recover_steps"] == "100"
-    assert f["--calibration_examples"] == "256"
+    assert f["--recover_steps"] == "30"
+    assert f["--calibration_examples"] == "128"
     assert "--overwrite" in carve.command and carve.clean
     # Task-stage distillation of the carved student from the same task's
     # fine-tuned teacher (soft targets + labels).
@@ -169,9 +169,9 @@ def test_demo_chain(tmp_path):
     assert ft["--learning_rate"] == "0.0002"
     assert ft["--batch_size"] == "16"
     assert set(by_name[f"carved_{task}"].inputs) >= {carve.output, teacher}
-  assert flags["carved_qa"]["--train_steps"] == "300"
-  assert flags["carved_spam"]["--train_steps"] == "100"
-  assert flags["carved_qa"]["--max_seq_length"] == "128"
+  assert flags["carved_qa"]["--train_steps"] == "250"
+  assert flags["carved_spam"]["--train_steps"] == "40"
+  assert flags["carved_qa"]["--max_seq_length"] == "96"
   # Conversions: both carved students, scored on dev; the teacher's QA
   # model calibrated on text only. QA models go out at the app's length.
   for name in ("carved_qa", "carved_spam"):
