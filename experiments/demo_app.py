@@ -102,7 +102,7 @@ def twin(model, vocab):
   """ask(passage, question) -> (answer, timing line) with the app's twin,
   its model and tokenizer loaded once."""
   from android_bench.qa_demo import DEFAULT_THREADS
-  from android_bench.qa_demo.answering import predict
+  from android_bench.qa_demo.answering import predict, timing_line
   from android_bench.qa_demo.span_model import SpanModel
   from tfmodels.tokenization import WordPieceTokenizer
   span_model = SpanModel(model, num_threads=DEFAULT_THREADS)
@@ -110,10 +110,8 @@ def twin(model, vocab):
 
   def ask(passage, question):
     prediction = predict(passage, question, tokenizer, span_model)
-    return prediction.answer, (
-        f"{prediction.windows} window(s) of {span_model.sequence_length} "
-        f"tokens, model {prediction.inference_s * 1e3:.1f} ms "
-        f"({DEFAULT_THREADS} threads)")
+    return prediction.answer, timing_line(
+        prediction, span_model.sequence_length, DEFAULT_THREADS)
   return ask
 
 

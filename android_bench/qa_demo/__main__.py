@@ -59,7 +59,7 @@ def main(argv):
     model = SpanModel(FLAGS.model, num_threads=FLAGS.num_threads)
   except QaDemoError as e:
     sys.exit(f"error: --model {e}")
-  from android_bench.qa_demo.answering import predict
+  from android_bench.qa_demo.answering import predict, timing_line
   from tfmodels.tokenization import VocabError, WordPieceTokenizer
   try:
     tokenizer = WordPieceTokenizer(FLAGS.vocab, FLAGS.do_lower_case)
@@ -74,9 +74,8 @@ def main(argv):
                "zero-width characters)")
   prediction = predict(passage, FLAGS.question, tokenizer, model)
   print(prediction.answer)
-  print(f"{prediction.windows} window(s) of {model.sequence_length} tokens, "
-        f"model {prediction.inference_s * 1e3:.1f} ms "
-        f"({FLAGS.num_threads} threads)", file=sys.stderr)
+  print(timing_line(prediction, model.sequence_length, FLAGS.num_threads),
+        file=sys.stderr)
 
 
 def run():

@@ -68,3 +68,10 @@ def predict(passage, question, tokenizer, model):
   end_logits = np.stack(ends).astype(np.float32)
   answer = decode([example], metas, start_logits, end_logits)[example.qas_id]
   return Prediction(answer, arrays, metas, start_logits, end_logits, seconds)
+
+
+def timing_line(prediction, sequence_length, num_threads):
+  """What the twin prints beside its answer (and answers.json keeps)."""
+  return (f"{prediction.windows} window(s) of {sequence_length} tokens, "
+          f"model {prediction.inference_s * 1e3:.1f} ms "
+          f"({num_threads} threads)")
