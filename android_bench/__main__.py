@@ -27,6 +27,8 @@ import sys
 
 from absl import app, flags
 
+from tfmodels.flag_checks import refuse_nonfinite_floats
+
 FLAGS = flags.FLAGS
 # Where the device is.
 flags.DEFINE_string("adb", "adb", "The adb client binary.")
@@ -411,6 +413,7 @@ def cmd_report(args):
 def main(argv):
   if len(argv) < 2 or argv[1] not in COMMANDS:
     _fail(f"give a command: {', '.join(COMMANDS)}")
+  refuse_nonfinite_floats()
   {"devices": cmd_devices, "run": cmd_run, "parse": cmd_parse,
    "report": cmd_report}[argv[1]](argv[2:])
 

@@ -17,6 +17,8 @@ import re
 import shutil
 import subprocess
 
+from tfmodels.process_lifetime import die_with_parent
+
 CHUNK_SECONDS = 5  # state() and devices() answer locally, from the server
 
 
@@ -62,9 +64,9 @@ class Adb:
     Raises AdbTimeout (after killing the client) or AdbNotFound."""
     argv = self._argv(args, device)
     try:
-      proc = subprocess.Popen(
+      proc = subprocess.Popen(  # a killed harness takes its client along
           argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-          stderr=subprocess.STDOUT)
+          stderr=subprocess.STDOUT, preexec_fn=die_with_parent)
     except FileNotFoundError as e:
       raise AdbNotFound(f"adb binary not found: {self.binary} (install "
                         f"Android platform-tools or pass --adb)") from e

@@ -36,6 +36,7 @@ import time
 from absl import app, flags
 
 from converters.delegates import delegate_coverage
+from tfmodels.flag_checks import nonfinite_float_flag
 
 FLAGS = flags.FLAGS
 flags.DEFINE_string("graph", "", "The .tflite model to benchmark.")
@@ -224,6 +225,10 @@ def _run_loop(interpreter, inputs, details, min_runs, min_secs, max_secs,
 
 def benchmark(unconsumed=()):
   """Runs the benchmark the flags describe; returns the exit status."""
+  nonfinite = nonfinite_float_flag()
+  if nonfinite:  # the tool's own error format; the harness parses it
+    print(f"ERROR: {nonfinite}", file=sys.stderr)
+    return 1
   import numpy as np
   start_rss = max_rss_mb()
   log("STARTING!")

@@ -41,7 +41,7 @@ from android_bench import device_info, results, thermal
 from android_bench.adb import AdbError, AdbTimeout, DeviceGone
 from android_bench.model_facts import file_digests, input_flags, model_facts
 from android_bench.output_parser import parse_output
-from android_bench.process_lifetime import die_with_parent
+from tfmodels.process_lifetime import die_with_parent
 
 DELEGATE_FLAGS = {"xnnpack": ["--use_xnnpack=true"],
                   "gpu": ["--use_gpu=true"],

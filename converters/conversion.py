@@ -15,9 +15,12 @@ then checks, validates and writes them) or the latency benchmark times it.
 
 import dataclasses
 import os
-import tempfile
 
 from converters import export, nonorm_folding, quantize, tflite_file
+from tfmodels.staging import scratch_directory
+
+# The export's scratch directory (tfmodels.staging.scratch_directory).
+SCRATCH_PREFIX = "tflite-export-"
 
 
 @dataclasses.dataclass
@@ -87,7 +90,7 @@ def convert_model(model, head, seq_length, modes, representative=None, *,
           + (f", equalized the streams of {folding['equalized']}"
              if folding.get("equalized") else ""))
   files = {}
-  with tempfile.TemporaryDirectory() as scratch:
+  with scratch_directory(SCRATCH_PREFIX) as scratch:
     saved_model = os.path.join(scratch, "saved_model")
     log(f"exporting a fixed [1, {seq_length}] SavedModel")
     export.export_saved_model(model, head, seq_length, saved_model)

@@ -51,7 +51,8 @@ flags.DEFINE_list("modes", ["float32"], "Quantization modes: float32, "
 flags.DEFINE_integer("max_seq_length", None, "L of the [1, L] inputs "
                      "(default: task.json's, else 384 for QA, 128 otherwise).")
 flags.DEFINE_string("vocab_file", None, "WordPiece vocab.txt (default: "
-                    "task.json's, else data/vocab/uncased_vocab.txt).")
+                    "task.json's, else data/vocab/uncased_vocab.txt); "
+                    "refused unless it is the vocabulary the run recorded.")
 flags.DEFINE_string("task", None, "Task for the metric (default: "
                     "task.json's): a GLUE name, spam, squad, tagging or "
                     "intent_slot.")
@@ -171,7 +172,7 @@ def _check_qat_flags(modes):
   if "int8" not in modes or "int16x8" in modes:
     raise UsageError("--qat_steps trains for int8: --modes must include "
                      "int8 and not int16x8")
-  if FLAGS.qat_learning_rate <= 0 or FLAGS.qat_batch_size < 1:
+  if not FLAGS.qat_learning_rate > 0 or FLAGS.qat_batch_size < 1:
     raise UsageError("--qat_learning_rate must be > 0 and --qat_batch_size "
                      ">= 1")
 
@@ -193,6 +194,11 @@ class Plan:
 def plan(out):
   """Checks flags, inputs and output names; cheap, so bad input fails fast."""
   from converters import representative, source
+  from tfmodels.flag_checks import nonfinite_float_flag
+  from tfmodels.staging import check_name_length
+  nonfinite = nonfinite_float_flag()
+  if nonfinite:
+    raise UsageError(nonfinite)
   modes = _modes()
   if (FLAGS.model_dir is None) == (FLAGS.saved_model is None):
     raise UsageError("give exactly one of --model_dir and --saved_model")
@@ -243,9 +249,18 @@ def plan(out):
   files = {m: (f"{name}_{m}.tflite", f"{name}_{m}.model_card.json")
            for m in modes}
   reports = (f"{name}_report.json", f"{name}_report.md")
-  out.refuse_existing([f for pair in files.values() for f in pair]
-                      + list(reports))
-  vocab_file = FLAGS.vocab_file or task_json.get("vocab_file") or DEFAULT_VOCAB
+  names = [f for pair in files.values() for f in pair] + list(reports)
+  # OutputFiles stages each file under its own name: these are the longest
+  # names made, in its staging directory and in --output_dir.
+  check_name_length(FLAGS.output_dir, names, "--name" if FLAGS.name else
+                    "--name (default: the source directory's name)")
+  out.refuse_existing(names)
+  if FLAGS.model_dir:  # the run's recorded vocabulary, or refused
+    from tfmodels.vocab_record import resolve
+    vocab_file = resolve(FLAGS.model_dir, FLAGS.vocab_file,
+                         default=DEFAULT_VOCAB)
+  else:
+    vocab_file = FLAGS.vocab_file or DEFAULT_VOCAB
   return Plan(modes, integer_modes, config, seq_length, task_name,
               vocab_file, name, files, reports)
 
@@ -306,11 +321,14 @@ def load_reference(p):
 
 
 def _keras_outputs(model, head, inputs):
-  import tensorflow as tf
+  """The model's contract outputs on `inputs`, in bounded batches."""
+  import numpy as np
   from converters import export
-  return {k: v.numpy() for k, v in export.contract_outputs(
-      head, model(export.features_of(
-          {k: tf.constant(v) for k, v in inputs.items()}))).items()}
+  from tfmodels import inference
+  ours = inference.predict(model, export.features_of(inputs),
+                           export.source_keys(head))
+  return {k: np.asarray(v) for k, v in export.contract_outputs(
+      head, ours).items()}
 
 
 def substitute_reference(p, ref):

@@ -21,6 +21,19 @@ def output_kind(head, outputs):
   return head
 
 
+# Our output each contract output of a head is made from.
+_SOURCES = {"classifier": ("logits",), "regression": ("logits",),
+            "intent_slot": ("intent_logits", "slot_logits"),
+            "span": ("start_logits", "end_logits"), "tagger": ("logits",),
+            "encoder": ("sequence_output",)}
+
+
+def source_keys(head):
+  """Our outputs `contract_outputs` reads for `head`: all a validation
+  needs the model to compute."""
+  return _SOURCES[head]
+
+
 def contract_outputs(head, outputs):
   """Our model's output dict -> the contract's outputs for `head`.
 
@@ -38,9 +51,7 @@ def contract_outputs(head, outputs):
     return {"intent_probability": tf.nn.softmax(outputs["intent_logits"],
                                                 axis=-1),
             "slot_logits": outputs["slot_logits"]}
-  source = {"span": ("start_logits", "end_logits"), "tagger": ("logits",),
-            "encoder": ("sequence_output",)}[kind]
-  return dict(zip(HEAD_OUTPUTS[kind], (outputs[k] for k in source)))
+  return dict(zip(HEAD_OUTPUTS[kind], (outputs[k] for k in _SOURCES[kind])))
 
 
 def features_of(contract_inputs):

@@ -14,6 +14,7 @@ everything in the model file itself:
     flatbuffer, so the file is a valid model and a valid zip at once.
 
     data = attach(data, head="span", vocab_file="vocab.txt")
+    associated_file(data, "vocab.txt")   # what consumers read back
 """
 
 import io
@@ -149,3 +150,20 @@ def attach(data, head, vocab_file, labels=None, description="",
     files[LABEL_FILES[output]] = "".join(f"{n}\n" for n in names).encode()
   model = tflite_file.rewrite(data, metadata={METADATA_NAME: payload})
   return _append_zip(model, files)
+
+
+def associated_file(model, name=VOCAB_NAME):
+  """The bytes of associated file `name` (default the vocabulary) of a
+  model `attach` wrote, or None when it carries none (no metadata zip, or
+  no such file).
+
+  Args:
+    model: the model's path, or its bytes.
+  """
+  source = io.BytesIO(model) if isinstance(model, (bytes, bytearray)) else (
+      model)
+  try:  # zipfile finds the zip at the end, after the flatbuffer
+    with zipfile.ZipFile(source) as archive:
+      return archive.read(name)
+  except (zipfile.BadZipFile, KeyError):
+    return None

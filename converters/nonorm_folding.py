@@ -253,7 +253,9 @@ def channel_ranges(model, features, batch_size=16):
   order) over `features` (our feature dict): what `fold_nonorms` equalizes
   the streams by. Runs the model eagerly, one batch at a time."""
   import tensorflow as tf
-  from tfmodels.training.tasks import model_inputs
+  from tfmodels import inference
+  # Built before the norms record: building calls them on symbolic inputs.
+  view = inference.outputs_only(model, ["sequence_output"])
   norms = _no_norms(model)
   seen = [None] * len(norms)
 
@@ -268,12 +270,10 @@ def channel_ranges(model, features, batch_size=16):
 
   for i, norm in enumerate(norms):
     norm.call = recording(i, norm.call)
-  try:
-    inputs = model_inputs(features)
-    n = len(features["input_ids"])
-    for start in range(0, n, batch_size):
-      model({k: tf.constant(v[start:start + batch_size])
-             for k, v in inputs.items()}, training=False)
+  try:  # every NoNorm is on the way to sequence_output
+    for _ in inference.output_batches(view, features, ["sequence_output"],
+                                      max_tokens=batch_size * 128):
+      pass
   finally:
     for norm in norms:
       del norm.call  # the class's call again

@@ -11,16 +11,33 @@ quantization-aware training (converters/qat.py). It reads the two reports
 and writes one row per (model, recipe) into --results_dir's qat.json (rows
 of other models and recipes are kept) and qat.md beside it. Every number
 comes from those reports; the row keeps the command that made it.
+
+Each conversion is a part of --work_dir (ptq_RECIPE/, qat_RECIPE/) with a
+`qat_report.done` marker (its flags and seconds) written once it succeeds.
+A re-run keeps a part whose marker has the same flags and is newer than the
+model and data, and redoes the others (a failed run's leftovers are
+replaced), so after a failure only what is missing runs again; a part made
+with other flags is refused before any work unless --overwrite. Every flag
+is checked before the first conversion starts, and the conversions die with
+this process, kill -9 included (tfmodels/process_lifetime.py).
 """
 
+import dataclasses
+import glob
 import json
 import os
 import shlex
-import subprocess
+import signal
 import sys
 import time
 
 from absl import app, flags
+
+from converters import source
+from tfmodels.flag_checks import nonfinite_float_flag
+from tfmodels.process_lifetime import run_owned
+from tfmodels.sigterm import exit_on_sigterm
+from tfmodels.staging import check_writable, lock_until_exit, write_file
 
 FLAGS = flags.FLAGS
 flags.DEFINE_string("model_dir", None, "Our model directory or finetune "
@@ -42,17 +59,43 @@ flags.DEFINE_string("work_dir", None, "Where the two conversions write "
 flags.DEFINE_string("results_dir", os.path.join(
     os.path.dirname(os.path.abspath(__file__)), "results"),
                     "Where qat.json / qat.md go.")
-flags.DEFINE_bool("overwrite", False, "Replace the conversions' earlier "
-                  "outputs in --work_dir.")
+flags.DEFINE_bool("overwrite", False, "Redo both conversions, replacing "
+                  "their earlier outputs in --work_dir (without it, a re-run "
+                  "keeps each conversion it finished with the same flags).")
 flags.mark_flags_as_required(["model_dir", "data_dir", "work_dir"])
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+DONE = "qat_report.done"  # a finished part: {"flags": [...], "seconds": s}
+REPORT = "model_report.json"
 
 
 def _check_flags():
+  """Every flag and input, before any conversion starts (ValueError, one
+  line naming the flag): a bad value found by the second conversion would
+  cost the whole first one."""
+  nonfinite = nonfinite_float_flag()
+  if nonfinite:
+    raise ValueError(nonfinite)
   for flag in ("model_dir", "data_dir"):
     if not os.path.isdir(getattr(FLAGS, flag)):
       raise ValueError(f"--{flag} {getattr(FLAGS, flag)}: not a directory")
-  if FLAGS.qat_steps < 1:
-    raise ValueError(f"--qat_steps {FLAGS.qat_steps}: must be >= 1")
+  source.check_files(FLAGS.model_dir)
+  if not source.read_task(FLAGS.model_dir).get("task"):
+    raise ValueError(f"--model_dir {FLAGS.model_dir}: no task.json naming "
+                     "the task (give a finetune run)")
+  for split in ("train", FLAGS.eval_split):
+    if not glob.glob(os.path.join(glob.escape(FLAGS.data_dir),
+                                  f"{glob.escape(split)}.*")):
+      raise ValueError(f"--data_dir {FLAGS.data_dir}: no {split} split "
+                       f"({split}.*)")
+  for flag in ("qat_steps", "qat_batch_size"):
+    if FLAGS[flag].value < 1:
+      raise ValueError(f"--{flag} {FLAGS[flag].value}: must be >= 1")
+  if not FLAGS.qat_learning_rate > 0:
+    raise ValueError(f"--qat_learning_rate {FLAGS.qat_learning_rate}: must "
+                     "be > 0")
+  check_writable(FLAGS.work_dir, "--work_dir")
+  check_writable(FLAGS.results_dir, "--results_dir")
   results = os.path.join(FLAGS.results_dir, "qat.json")
   if os.path.exists(results):
     with open(results) as f:
@@ -63,26 +106,103 @@ def _check_flags():
                          "away") from None
 
 
-def _convert(output_dir, modes, extra):
-  """Runs convert_tflite; (its report, wall seconds)."""
-  recipe = (["--strict_int8"] if FLAGS.int8_recipe == "strict" else
-            ["--int8_recipe", FLAGS.int8_recipe])
-  command = [sys.executable, "-m", "converters.convert_tflite",
-             "--model_dir", FLAGS.model_dir, "--data_dir", FLAGS.data_dir,
-             "--eval_split", FLAGS.eval_split, "--output_dir", output_dir,
-             "--name", "model", "--modes", modes, *recipe, *extra]
-  if FLAGS.overwrite:
-    command.append("--overwrite")
-  command = [str(a) for a in command]
-  print("$", " ".join(map(shlex.quote, command)), flush=True)
-  start = time.time()
-  result = subprocess.run(command, cwd=os.path.dirname(
-      os.path.dirname(os.path.abspath(__file__))))
-  if result.returncode:
-    raise ValueError(f"convert_tflite exited {result.returncode} "
-                     f"(see its output above)")
-  with open(os.path.join(output_dir, "model_report.json")) as f:
-    return json.load(f), time.time() - start
+@dataclasses.dataclass
+class Part:
+  """One convert_tflite run of the report, in its own output directory."""
+  name: str  # ptq or qat
+  output_dir: str
+  flags: list  # convert_tflite's flags (strings, paths absolute)
+
+  def marker(self):
+    """The finished run's marker (dict), or None."""
+    try:
+      with open(os.path.join(self.output_dir, DONE)) as f:
+        marker = json.load(f)
+    except (OSError, ValueError):
+      return None
+    return marker if isinstance(marker, dict) else None
+
+  def state(self):
+    """`done` (kept), `other` (finished with other flags) or `missing`:
+    never finished, failed, or older than the model or data."""
+    marker = self.marker()
+    if marker is None or not os.path.exists(
+        os.path.join(self.output_dir, REPORT)):
+      return "missing"
+    if marker.get("flags") != self.flags:
+      return "other"
+    made = os.path.getmtime(os.path.join(self.output_dir, DONE))
+    return "done" if made >= _newest_input() else "missing"
+
+
+def _newest_input():
+  """The latest modification time of the model's and the data's files."""
+  newest = 0.0
+  for top in (FLAGS.model_dir, FLAGS.data_dir):
+    for directory, _, files in os.walk(top):
+      for name in files:
+        newest = max(newest, os.path.getmtime(os.path.join(directory, name)))
+  return newest
+
+
+def _parts():
+  """The PTQ and QAT parts; a part finished with other flags is refused
+  unless --overwrite, before either runs."""
+  recipe = FLAGS.int8_recipe
+  common = ["--model_dir", os.path.abspath(FLAGS.model_dir),
+            "--data_dir", os.path.abspath(FLAGS.data_dir),
+            "--eval_split", FLAGS.eval_split]
+  options = (["--strict_int8"] if recipe == "strict" else
+             ["--int8_recipe", recipe])
+
+  def part(name, modes, extra):
+    output_dir = os.path.join(os.path.abspath(FLAGS.work_dir),
+                              f"{name}_{recipe}")
+    return Part(name, output_dir, [
+        *common, "--output_dir", output_dir, "--name", "model", "--modes",
+        modes, *options, *map(str, extra)])
+
+  parts = [part("ptq", "float32,int8", []),
+           part("qat", "int8", ["--qat_steps", FLAGS.qat_steps,
+                                "--qat_learning_rate", FLAGS.qat_learning_rate,
+                                "--qat_batch_size", FLAGS.qat_batch_size])]
+  for p in parts:
+    if p.state() == "other" and not FLAGS.overwrite:
+      raise ValueError(f"--work_dir {FLAGS.work_dir}: "
+                       f"{os.path.basename(p.output_dir)} holds a conversion "
+                       "made with other flags (pass --overwrite)")
+  return parts
+
+
+def _convert(part):
+  """Runs the part unless an earlier run finished it; (its report, wall
+  seconds)."""
+  if part.state() == "done" and not FLAGS.overwrite:
+    seconds = part.marker().get("seconds")
+    print(f"{part.name}: kept {part.output_dir} (finished by an earlier run "
+          "with the same flags)", flush=True)
+  else:
+    marker = os.path.join(part.output_dir, DONE)
+    if os.path.exists(marker):
+      os.unlink(marker)
+    command = [sys.executable, "-m", "converters.convert_tflite",
+               *part.flags]
+    if glob.glob(os.path.join(glob.escape(part.output_dir), "model_*")):
+      command.append("--overwrite")  # a failed or outdated run's files
+    print("$", shlex.join(command), flush=True)
+    start = time.time()
+    status = run_owned(command, cwd=REPO)
+    if status:
+      how = (f"was killed by {signal.Signals(-status).name}" if status < 0
+             else f"exited {status}")
+      raise ValueError(f"the {part.name} conversion (convert_tflite) {how}; "
+                       "see its output above (a re-run redoes only what is "
+                       "missing)")
+    seconds = round(time.time() - start)
+    write_file(marker, json.dumps({"flags": part.flags, "seconds": seconds})
+               + "\n")
+  with open(os.path.join(part.output_dir, REPORT)) as f:
+    return json.load(f), seconds
 
 
 def row(ptq, qat, model, recipe, command, seconds):
@@ -139,21 +259,18 @@ def markdown(rows):
 def main(argv):
   if len(argv) > 1:
     raise app.UsageError(f"unexpected arguments: {' '.join(argv[1:])}")
-  from tfmodels.staging import write_file
   try:
     _check_flags()
+    lock_until_exit(FLAGS.work_dir, "--work_dir")  # one report per work dir
+    ptq_part, qat_part = _parts()
     command = "python -m converters.qat_report " + " ".join(
         shlex.quote(a) for a in sys.argv[1:])
     recipe = FLAGS.int8_recipe
-    ptq, ptq_seconds = _convert(
-        os.path.join(FLAGS.work_dir, f"ptq_{recipe}"), "float32,int8", [])
-    qat, qat_seconds = _convert(
-        os.path.join(FLAGS.work_dir, f"qat_{recipe}"), "int8",
-        ["--qat_steps", FLAGS.qat_steps, "--qat_learning_rate",
-         FLAGS.qat_learning_rate, "--qat_batch_size", FLAGS.qat_batch_size])
+    ptq, ptq_seconds = _convert(ptq_part)
+    qat, qat_seconds = _convert(qat_part)
     new = row(ptq, qat, FLAGS.name or os.path.basename(
         os.path.normpath(FLAGS.model_dir)), recipe, command,
-              {"ptq": round(ptq_seconds), "qat": round(qat_seconds)})
+              {"ptq": ptq_seconds, "qat": qat_seconds})
     path = os.path.join(FLAGS.results_dir, "qat.json")
     rows = []
     if os.path.exists(path):
@@ -171,5 +288,10 @@ def main(argv):
         f"; wrote {path}")
 
 
-if __name__ == "__main__":
+def run():
+  exit_on_sigterm()  # SIGTERM unwinds, and stops the running conversion
   app.run(main)
+
+
+if __name__ == "__main__":
+  run()

@@ -15,7 +15,6 @@ import os
 import signal
 import subprocess
 import sys
-import tempfile
 
 import numpy as np
 from ai_edge_litert.interpreter import Interpreter
@@ -23,6 +22,8 @@ from ai_edge_litert.interpreter import Interpreter
 from converters.delegates import delegated_nodes
 from converters.contract import SIGNATURE_KEY
 from converters.native_output import native_output_to
+from tfmodels.process_lifetime import die_with_parent
+from tfmodels.staging import scratch_directory
 
 
 # Loads and runs a model once on zero inputs; run in a child process.
@@ -44,12 +45,13 @@ def probe(data, timeout=900):
   graphs abort in LiteRT 2.3), which would take this process down with
   them, so the first run happens in a child process.
   """
-  with tempfile.TemporaryDirectory() as scratch:
+  with scratch_directory("tflite-probe-") as scratch:
     path = os.path.join(scratch, "model.tflite")
     with open(path, "wb") as f:
       f.write(data)
     result = subprocess.run([sys.executable, "-c", _PROBE, path],
-                            capture_output=True, text=True, timeout=timeout)
+                            capture_output=True, text=True, timeout=timeout,
+                            preexec_fn=die_with_parent)
   if result.returncode < 0:
     name = signal.Signals(-result.returncode).name
     return f"LiteRT crashed ({name}) loading or running the model"

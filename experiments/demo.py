@@ -34,8 +34,9 @@ every command, so any step can be re-run by hand):
 A finished step is skipped on the next run (`experiments/pipeline.py`);
 deleting a step's output directory re-runs it and the steps that read it;
 `--force` re-runs stages or steps by name. Steps whose inputs are ready run
-two at a time (`--jobs`); the benchmark runs alone. `--tiny` is the same
-chain with a few steps each on slices of the data (the test), numbers
+two at a time (`--jobs`) when their measured peaks fit together in
+`--memory_budget_gb`; the benchmark runs alone. `--tiny` is the same chain
+with a few steps each on slices of the data (the test), numbers
 meaningless.
 """
 
@@ -51,6 +52,7 @@ from experiments.demo_steps import (SCALES, STAGES, DemoError,
                                              data_dirs, expand_force,
                                              find_phone)
 from experiments.pipeline import StepError, run_steps, sole_writer
+from tfmodels.flag_checks import refuse_nonfinite_floats
 from tfmodels.sigterm import exit_on_sigterm
 from tfmodels.staging import OutputError, write_file
 
@@ -60,6 +62,10 @@ flags.DEFINE_bool("tiny", False, "Tiny models and data slices (for tests).")
 flags.DEFINE_list("force", [], "Stages or steps to re-run even if done "
                   "(see --helpfull for the names), e.g. convert,report.")
 flags.DEFINE_integer("jobs", 2, "Steps run side by side.")
+flags.DEFINE_float("memory_budget_gb", 12.0, "Steps start side by side "
+                   "only while their measured peak memories add up to at "
+                   "most this (default: a 16 GB laptop with 4 GB left for "
+                   "the rest).")
 flags.DEFINE_string("benchmark_binary", None, "LiteRT's benchmark_model for "
                     "the phone's ABI: with it, and a device in `adb "
                     "devices`, the models are also benchmarked on the phone.")
@@ -73,6 +79,10 @@ def main(argv):
     sys.exit(f"error: unexpected arguments: {' '.join(argv[1:])}")
   if FLAGS.jobs < 1:
     sys.exit(f"error: --jobs {FLAGS.jobs}: give 1 or more")
+  refuse_nonfinite_floats()
+  if not FLAGS.memory_budget_gb > 0:
+    sys.exit(f"error: --memory_budget_gb {FLAGS.memory_budget_gb}: give a "
+             "size in GB above 0")
   if FLAGS.benchmark_binary and not os.path.isfile(FLAGS.benchmark_binary):
     sys.exit(f"error: --benchmark_binary {FLAGS.benchmark_binary}: no such "
              "file")
@@ -108,7 +118,8 @@ def run_demo(force):
         f"{FLAGS.jobs} at a time", flush=True)
   try:
     run_steps(steps, force=force, jobs=FLAGS.jobs,
-              log=lambda line: print(line, flush=True))
+              log=lambda line: print(line, flush=True),
+              memory_budget_mb=FLAGS.memory_budget_gb * 1024)
   except StepError as e:
     sys.exit(f"error: {e}")
   print(f"\ndemo finished in {time.time() - began:.0f} s; the report is "

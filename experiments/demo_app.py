@@ -25,11 +25,13 @@ from absl import app, flags
 
 from experiments.paths import REPO
 from tfmodels.data import squad
+from tfmodels.process_lifetime import die_with_parent
 from tfmodels.staging import staged_path, write_file
 
 FLAGS = flags.FLAGS
 flags.DEFINE_string("model", None, "Converted QA model (.tflite).")
-flags.DEFINE_string("vocab", None, "Its vocab.txt.")
+flags.DEFINE_string("vocab", None, "Its vocab.txt (default: the one the "
+                    "model carries; refused unless it is that one).")
 flags.DEFINE_string("qa_dir", None, "SQuAD-format directory; questions come "
                     "from its dev split.")
 flags.DEFINE_integer("questions", 3, "Questions to ask.")
@@ -38,7 +40,7 @@ flags.DEFINE_string("task_library_python", None, "Python of the virtual "
                     "environment holding tflite-support (`make setup` makes "
                     ".venv-task): with it the same questions also go to the "
                     "TFLite Task Library's BertQuestionAnswerer.")
-REQUIRED = ("model", "vocab", "qa_dir", "output_dir")
+REQUIRED = ("model", "qa_dir", "output_dir")
 
 MODEL_NAME, VOCAB_NAME = "qa_model.tflite", "vocab.txt"
 ANSWERS = "answers.json"
@@ -98,15 +100,19 @@ adb push {VOCAB_NAME} /sdcard/Android/data/org.compactbert.qa.demo/files/{VOCAB_
 """
 
 
-def twin(model, vocab):
+def twin(model, vocab=None):
   """ask(passage, question) -> (answer, timing line) with the app's twin,
-  its model and tokenizer loaded once."""
-  from android_bench.qa_demo import DEFAULT_THREADS
-  from android_bench.qa_demo.answering import predict, timing_line
+  its model and tokenizer loaded once (`vocab`: checked against the one
+  the model carries, which is used without it; QaDemoError)."""
+  from android_bench.qa_demo import DEFAULT_THREADS, QaDemoError
+  from android_bench.qa_demo.answering import (predict, timing_line,
+                                               tokenizer_for)
   from android_bench.qa_demo.span_model import SpanModel
-  from tfmodels.tokenization import WordPieceTokenizer
-  span_model = SpanModel(model, num_threads=DEFAULT_THREADS)
-  tokenizer = WordPieceTokenizer(vocab)
+  try:
+    span_model = SpanModel(model, num_threads=DEFAULT_THREADS)
+  except QaDemoError as e:
+    raise QaDemoError(f"--model {e}") from None
+  tokenizer = tokenizer_for(model, vocab)
 
   def ask(passage, question):
     prediction = predict(passage, question, tokenizer, span_model)
@@ -123,7 +129,8 @@ def ask_task_library(python, model, questions, directory):
                                 "passage": q["passage"]} for q in questions]))
   script = os.path.join(REPO, "android_bench", "qa_demo", "task_library.py")
   result = subprocess.run([python, script, "--model", model, "--questions",
-                           path], capture_output=True, text=True)
+                           path], capture_output=True, text=True,
+                          preexec_fn=die_with_parent)
   if result.returncode != 0:
     raise RuntimeError("the Task Library's BertQuestionAnswerer failed: "
                        f"{result.stderr.strip().splitlines()[-1:]}")
@@ -137,7 +144,8 @@ def main(argv):
     if not FLAGS[flag].value:
       sys.exit(f"error: --{flag} is required")
   for flag in ("model", "vocab"):
-    if not os.path.isfile(FLAGS[flag].value):
+    if FLAGS[flag].value is not None and not os.path.isfile(
+        FLAGS[flag].value):
       sys.exit(f"error: --{flag} {FLAGS[flag].value}: no such file")
   if FLAGS.questions < 1:
     sys.exit("error: --questions must be >= 1")
@@ -157,22 +165,23 @@ def main(argv):
     questions = pick_questions(FLAGS.qa_dir, FLAGS.questions)
   except (squad.SquadError, StopIteration, OSError) as e:
     sys.exit(f"error: --qa_dir {FLAGS.qa_dir}: no readable dev split ({e})")
+  from android_bench.qa_demo import QaDemoError
+  from converters.metadata import associated_file
+  try:  # before anything is written: the model and its vocabulary
+    ask = twin(FLAGS.model, FLAGS.vocab)
+  except QaDemoError as e:
+    sys.exit(f"error: {e}")
   out = FLAGS.output_dir
   os.makedirs(os.path.join(out, "passages"), exist_ok=True)
   model, vocab = os.path.join(out, MODEL_NAME), os.path.join(out, VOCAB_NAME)
   _copy(FLAGS.model, model)
-  _copy(FLAGS.vocab, vocab)
+  if FLAGS.vocab:
+    _copy(FLAGS.vocab, vocab)
+  else:  # the one the model carries (twin() found it)
+    write_file(vocab, associated_file(FLAGS.model))
   write_file(os.path.join(out, "README.md"),
              readme(os.path.abspath(out), FLAGS.model))
   print(f"app files: {model}, {vocab}", flush=True)
-  from android_bench.qa_demo import QaDemoError
-  from tfmodels.tokenization import VocabError
-  try:
-    ask = twin(model, vocab)
-  except QaDemoError as e:
-    sys.exit(f"error: --model {e}")
-  except VocabError as e:
-    sys.exit(f"error: --vocab {e}")
   answers = []
   for i, q in enumerate(questions, 1):
     write_file(os.path.join(out, "passages", f"{q['id']}.txt"), q["passage"])

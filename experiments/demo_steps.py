@@ -19,6 +19,7 @@ from experiments.demo_results import DEMO_MODES, MODELS
 from experiments.paths import TASK_LIBRARY_PYTHON, VOCAB, data_sources
 from experiments.pipeline import Step, python_module
 from experiments.real_teacher import MINILM, import_step
+from tfmodels.process_lifetime import die_with_parent
 
 
 class DemoError(ValueError):
@@ -67,6 +68,9 @@ class Scale:
   questions: int
   slices: dict = None
   qat_steps: int = 0  # > 0: quantization-aware training of the carved QA
+  # {step: its peak resident MB, measured}: what the scheduler reserves
+  # for a step before it starts (pipeline.run_steps' memory budget).
+  step_memory_mb: dict = None
 
 
 SCALES = {
@@ -151,7 +155,9 @@ def build_steps(scale, layout, phone=None):
   """The demo as pipeline steps, in priority order (the QA chain first:
   the app, the conversions and the benchmark wait for it)."""
   steps = []
-  step = lambda *a, **k: steps.append(Step(*a, clean=True, **k))
+  memory = scale.step_memory_mb or {}
+  step = lambda name, *a, **k: steps.append(Step(
+      name, *a, clean=True, memory_mb=memory.get(name), **k))
   slice_steps, task_data = data_dirs(scale, layout)
   steps += slice_steps
   data_inputs = tuple(s.output for s in slice_steps)
@@ -276,7 +282,7 @@ def find_phone(binary, serial=None):
     return None, "adb is not installed"
   listed = subprocess.run(
       python_module("android_bench", "devices", "--json"),
-      capture_output=True, text=True)
+      capture_output=True, text=True, preexec_fn=die_with_parent)
   try:
     devices = [d for d in json.loads(listed.stdout or "[]")
                if d.get("state") == "device"]

@@ -50,6 +50,7 @@ from absl import app, flags
 
 from experiments.latency_report import (MODES, PEER, VARIANTS, markdown,
                                          plot)
+from tfmodels.flag_checks import nonfinite_float_flag
 from tfmodels.sigterm import exit_on_sigterm
 from tfmodels.staging import temporary_directory, write_file
 
@@ -401,6 +402,9 @@ def _threads():
 def check_flags():
   """Every flag, before any work: (cells, threads), or BenchmarkError (one
   line naming the flag)."""
+  nonfinite = nonfinite_float_flag()
+  if nonfinite:
+    raise BenchmarkError(nonfinite)
   cells = _cells()
   threads = _threads()
   if FLAGS.seq_length < 3:

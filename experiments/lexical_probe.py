@@ -8,6 +8,9 @@ What it scores is knowledge the table already holds: an
 encoder that scores far below it on the same questions loses that
 knowledge, one that scores above it adds to it. `--rank k` first truncates
 the table to rank k (Eckart-Young, as `low_rank_init` starts a student's).
+The vocabulary is the run's own (task.json's); a --vocab_file must be that
+one (another gives a confident wrong score), and is the shipped uncased one
+for a directory that records none.
 """
 
 import json
@@ -25,7 +28,9 @@ flags.DEFINE_string("data_dir", os.path.join(DATA, "wordnet_qa"),
                     "WordNet QA (SQuAD v1.1 JSON, as `finetune --task squad` "
                     "reads it).")
 flags.DEFINE_string("split", "dev", "The split probed.")
-flags.DEFINE_string("vocab_file", VOCAB, "The model's vocab.txt.")
+flags.DEFINE_string("vocab_file", None, "The model's vocab.txt (default: "
+                    "the one its task.json records, else the shipped "
+                    "uncased one); refused unless it is the recorded one.")
 flags.DEFINE_integer("rank", 0, "Truncate the table to this rank first "
                      "(0: as it is).")
 flags.DEFINE_string("output", None, "Also write the figures here (JSON).")
@@ -36,6 +41,7 @@ def main(argv):
   from tfmodels.staging import check_writable, write_file
   from tfmodels.tokenization import WordPieceTokenizer
   from tfmodels.training.tasks import split_file
+  from tfmodels.vocab_record import resolve
   if not FLAGS.model_dir:
     sys.exit("error: --model_dir is required")
   if FLAGS.rank < 0:
@@ -45,10 +51,11 @@ def main(argv):
       check_writable(FLAGS.output, "--output")
     questions = read_questions(split_file(FLAGS.data_dir, FLAGS.split,
                                           "json"))
-    tokenizer = WordPieceTokenizer(FLAGS.vocab_file, True)
+    vocab_file = resolve(FLAGS.model_dir, FLAGS.vocab_file, default=VOCAB)
+    tokenizer = WordPieceTokenizer(vocab_file, True)
     table = word_table(FLAGS.model_dir, FLAGS.rank)
     if len(tokenizer.vocab) > len(table):
-      raise ValueError(f"--vocab_file {FLAGS.vocab_file} has "
+      raise ValueError(f"--vocab_file {vocab_file} has "
                        f"{len(tokenizer.vocab)} pieces but the table has "
                        f"{len(table)} rows")
   except (OSError, ValueError) as e:

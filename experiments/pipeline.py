@@ -20,6 +20,12 @@ command starts over instead of resuming its finished run; after a crash
 (no marker) its output is kept, so it resumes. A step with `alone=True` (a
 latency benchmark) waits until nothing else runs and runs by itself.
 
+`memory_budget_mb` bounds what steps side by side may hold: a step starts
+beside others only if its `memory_mb` (the peak its experiment measured)
+plus what the running ones hold (the larger of their `memory_mb` and their
+peak so far, read from /proc) fits. Each step's peak resident memory is
+recorded in its `.done` marker and at the end of its `pipeline.log`.
+
 One run per output directory: a command holds `sole_writer(OUTPUT_DIR)`
 while it runs its steps, so a second run into the same directory is refused
 (one line naming the first's pid) instead of both writing into it. Step
@@ -38,7 +44,7 @@ import sys
 import threading
 import time
 
-from android_bench.process_lifetime import die_with_parent
+from tfmodels.process_lifetime import die_with_parent
 from tfmodels.staging import (OutputError, check_writable, output_lock,
                               write_file)
 
@@ -61,6 +67,7 @@ class Step:
   inputs: tuple = ()
   clean: bool = False  # empty `output` before re-running a finished step
   alone: bool = False  # jobs > 1: run with no other step beside it
+  memory_mb: float | None = None  # expected peak resident memory
 
   def describe(self):
     if callable(self.command):
@@ -148,6 +155,10 @@ def _finish(step, began, peak_mb=None):
              f"{time.time() - began:.1f} s\n{peak}")
 
 
+def _peak(peak_mb):
+  return "" if peak_mb is None else f", peak {peak_mb:.0f} MB"
+
+
 def _peak_mb(pid, seen=None):
   """max(seen, the process's resident high-water mark in MB), read from
   /proc while it runs (VmHWM restarts at exec, so the runner's own memory,
@@ -162,10 +173,12 @@ def _peak_mb(pid, seen=None):
   return seen if hwm is None else max(hwm, seen or 0.0)
 
 
-def run_steps(steps, force=(), log=print, jobs=1, heartbeat=20.0):
+def run_steps(steps, force=(), log=print, jobs=1, heartbeat=20.0,
+              memory_budget_mb=None):
   """Runs the steps not done (or named in `force`); raises StepError."""
   if jobs > 1:
-    return _run_parallel(steps, set(force), log, jobs, heartbeat)
+    return _run_parallel(steps, set(force), log, jobs, heartbeat,
+                         memory_budget_mb)
   for index, step in enumerate(steps, 1):
     prefix = f"[{index}/{len(steps)}] {step.name}"
     if step.name not in force and is_done(step):
@@ -194,7 +207,7 @@ def run_steps(steps, force=(), log=print, jobs=1, heartbeat=20.0):
     except (subprocess.CalledProcessError, OSError, ValueError) as e:
       raise _failure(step, e) from e
     _finish(step, began, peak)
-    log(f"{prefix}: finished in {time.time() - began:.0f} s")
+    log(f"{prefix}: finished in {time.time() - began:.0f} s{_peak(peak)}")
 
 
 class _Running:
@@ -247,14 +260,34 @@ class _Running:
     # "desc:  45%|####5     | 180/400 [...]" -> "desc: 45% 180/400 [...]"
     return re.sub(r"\|[^|]*\|\s*", " ", lines[-1])[:110]
 
+  def held_mb(self):
+    """What it holds or is expected to: the scheduler's view of it."""
+    return max(self.step.memory_mb or 0.0, self.peak_mb or 0.0)
+
+  def close_log(self):
+    """The log's last line: the step's peak resident memory."""
+    if self.log_file and self.peak_mb is not None:
+      with open(self.log_file, "a") as f:
+        f.write(f"pipeline: {self.step.name} peak resident memory "
+                f"{self.peak_mb:.0f} MB\n")
+
   def stop(self):
     if self.process is not None and self.process.poll() is None:
       self.process.terminate()
       self.process.wait()
 
 
-def _run_parallel(steps, force, log, jobs, heartbeat):
-  """run_steps with up to `jobs` steps at once, in list order when ready."""
+def _fits(step, running, budget_mb):
+  """Whether `step` may start beside `running` within `budget_mb`."""
+  if not running or budget_mb is None:
+    return True
+  return sum(r.held_mb() for r in running) + (step.memory_mb or 0.0) <= (
+      budget_mb)
+
+
+def _run_parallel(steps, force, log, jobs, heartbeat, budget_mb=None):
+  """run_steps with up to `jobs` steps at once, in list order when ready
+  and within `budget_mb` (MB) of memory."""
   index = {id(step): i for i, step in enumerate(steps, 1)}
   producer = {step.output: step for step in steps}
   pending, running, failed = list(steps), [], []
@@ -273,6 +306,8 @@ def _run_parallel(steps, force, log, jobs, heartbeat):
         done = step.name not in force and is_done(step)
         if step.alone and running and not done:
           break  # start nothing else until it has run
+        if not done and not _fits(step, running, budget_mb):
+          break  # it waits for memory, and the steps after it with it
         pending.remove(step)
         if done:
           log(f"{prefix(step)}: done, skipped")
@@ -283,6 +318,7 @@ def _run_parallel(steps, force, log, jobs, heartbeat):
       time.sleep(0.2)
       for run in [r for r in running if r.finished()]:
         running.remove(run)
+        run.close_log()
         if run.error is not None:
           failed.append(run)
           log(f"{prefix(run.step)}: failed")
@@ -291,7 +327,7 @@ def _run_parallel(steps, force, log, jobs, heartbeat):
           continue
         _finish(run.step, run.began, run.peak_mb)
         log(f"{prefix(run.step)}: finished in "
-            f"{time.time() - run.began:.0f} s")
+            f"{time.time() - run.began:.0f} s{_peak(run.peak_mb)}")
       if running and time.time() - last_beat >= heartbeat:
         last_beat = time.time()
         for run in running:

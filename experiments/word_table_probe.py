@@ -73,6 +73,8 @@ def read_questions(path):
                        f"QA question ({prefix!r}...)")
     questions.append((example.question[len(prefix):].rstrip("?"),
                       example.context, example.answer_text))
+  if not questions:  # "0 of 0 (0.0%)" would read as a score
+    raise ValueError(f"{path}: no questions to probe")
   return questions
 
 

@@ -144,9 +144,26 @@ def test_existing_files_need_overwrite(classifier, tmp_path):
     (("--qat_steps", "-1"), "--qat_steps -1: must be >= 0"),
     (("--qat_steps", "5", "--modes", "int8", "--qat_learning_rate", "0"),
      "--qat_learning_rate must be > 0"),
+    # Issue 29: nan passed `<= 0` and trained; inf disabled the gate.
+    (("--qat_steps", "5", "--modes", "int8", "--qat_learning_rate", "nan"),
+     "--qat_learning_rate nan: give a finite number"),
+    (("--max_float_diff", "inf"), "--max_float_diff inf: give a finite "
+     "number"),
 ])
 def test_flag_mistakes(classifier, tmp_path, extra, expect):
   _refused(tmp_path, *_common(classifier, *extra), expect=expect)
+
+
+def test_name_too_long_for_the_file_system(classifier, tmp_path):
+  """Issue 29: Errno 36 came only when the files were written, after the
+  whole conversion."""
+  limit = os.pathconf(tmp_path, "PC_NAME_MAX")
+  name = "n" * (limit - len("_float32.tflite"))  # fits; its card does not
+  longest = len(f"{name}_float32.model_card.json")
+  _refused(tmp_path, *_common(classifier, "--name", name),
+           expect=f"--name: the file name {'n' * 24}... would be {longest} "
+                  f"bytes; the file system of {tmp_path} takes at most "
+                  f"{limit}")
 
 
 def test_qat_needs_the_task_data(classifier, tmp_path):
@@ -191,3 +208,25 @@ def test_a_second_writer_into_one_output_is_refused(classifier, tmp_path):
     holder.kill()
     holder.wait()
   assert os.listdir(out) == ["earlier.txt"]
+
+
+def test_a_vocabulary_the_run_did_not_record_is_refused(classifier,
+                                                         tmp_path):
+  """Same size, other tokens: the .tflite would embed it and every app
+  would agree with it, so the run's record decides, before any work."""
+  from tfmodels.vocab_record import record_of_file
+  model_dir, _ = classifier
+  recorded = tmp_path / "recorded"
+  shutil.copytree(model_dir, recorded)
+  (recorded / "task.json").write_text(json.dumps({
+      "task": "spam", "max_seq_length": 64, "vocab_file": tiny_models.VOCAB,
+      "vocab": record_of_file(tiny_models.VOCAB).to_dict()}))
+  tokens = open(tiny_models.VOCAB).read().split("\n")
+  tokens[5], tokens[6] = tokens[6], tokens[5]
+  swapped = tmp_path / "swapped.txt"
+  swapped.write_text("\n".join(tokens))
+  line = _refused(tmp_path, *_common(classifier)[2:], "--model_dir",
+                  recorded, "--vocab_file", swapped,
+                  expect="is not the vocabulary of --model_dir",
+                  one_line=False)  # the tokenizer's module loads TensorFlow
+  assert str(swapped) in line

@@ -2,6 +2,7 @@
 
 import json
 import os
+import shutil
 import socket
 import subprocess
 import sys
@@ -157,6 +158,26 @@ def test_pkt_from_a_teacher_without_mlm_head(run, tmp_path):
              (student / "history.jsonl").read_text().splitlines()]
   last = [h for h in history if h["stage"] == "distillation"]
   assert last and {"fmt_0", "fmt_1", "at_1", "pd"} <= set(last[-1])
+
+
+def test_a_resume_with_another_teacher_is_refused(run, tmp_path):
+  # It used to resume, distilling the rest of the run from the other one.
+  teacher, student, data, configs = run
+  other = tmp_path / "same_teacher_elsewhere"
+  shutil.copytree(teacher, other)
+  result = subprocess.run(
+      [sys.executable, "-m", "tfmodels.training.distill", "--teacher_dir",
+       str(other), "--student_config", str(configs["tiny_mobilebert"]),
+       "--train_data", str(data), "--model_dir", str(student), "--strategy",
+       "pkt", "--train_steps", "50", "--batch_size", "4"],
+      capture_output=True, text=True, env=_env())
+  assert result.returncode != 0
+  assert result.stderr.strip().splitlines()[-1] == (
+      f"error: --teacher_dir {os.path.realpath(other)}: --model_dir "
+      f"{student} holds a run started with --teacher_dir "
+      f"{os.path.realpath(teacher)}, which a resume keeps; give the same, "
+      "or choose another --model_dir")
+  assert tf.train.latest_checkpoint(str(student)).endswith("ckpt-40")
 
 
 def _free_ports(n):

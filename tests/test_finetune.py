@@ -8,9 +8,11 @@ import sys
 
 import numpy as np
 
-from conftest import VOCAB, write_lines
+from conftest import STUDENT_VOCAB, VOCAB, write_lines
 from tfmodels.checkpoints.model_dir import Head, build_model, save_model_dir
 from tfmodels.configs import load_config
+from tfmodels.tokenization import load_vocab
+from tfmodels.vocab_record import record_of_file, with_record
 
 GOOD = ["good", "great", "fine", "nice", "happy"]
 BAD = ["bad", "awful", "poor", "sad", "terrible"]
@@ -54,6 +56,9 @@ def test_finetune_learns_and_evaluate_agrees(tmp_path):
   assert results["accuracy"] > 0.9, results
   assert json.loads((run / "head.json").read_text()) == {
       "kind": "classifier", "num_classes": 2, "sentence_objective": "nsp"}
+  # The run records its vocabulary, which evaluate then holds others to.
+  assert json.loads((run / "task.json").read_text())["vocab"] == (
+      record_of_file(VOCAB).to_dict())
   scored = subprocess.run(
       [sys.executable, "-m", "tfmodels.training.evaluate", "--model_dir",
        str(run), "--data_dir", str(data), "--split", "dev"],
@@ -62,3 +67,23 @@ def test_finetune_learns_and_evaluate_agrees(tmp_path):
   again = json.loads(scored.stdout[scored.stdout.index("{"):])
   assert np.isclose(again["accuracy"], results["accuracy"])
   assert again == results  # SST-2 reports accuracy only
+
+
+def test_evaluate_refuses_a_vocabulary_the_run_did_not_record(tmp_path):
+  """Another vocabulary gave wrong metrics (same size) or a crash (larger);
+  it is refused before the model loads, in one line naming both."""
+  spec = {"task": "sst-2", "max_seq_length": 16, "vocab_file": VOCAB}
+  run = tmp_path / "run"  # its task.json is all the check reads
+  run.mkdir()
+  (run / "task.json").write_text(json.dumps(
+      with_record(spec, load_vocab(VOCAB))))
+  scored = subprocess.run(
+      [sys.executable, "-m", "tfmodels.training.evaluate", "--model_dir",
+       str(run), "--data_dir", str(tmp_path), "--vocab_file", STUDENT_VOCAB],
+      capture_output=True, text=True, env=_env())
+  assert scored.returncode == 1
+  given, own = record_of_file(STUDENT_VOCAB), record_of_file(VOCAB)
+  assert scored.stderr.strip().splitlines()[-1] == (
+      f"error: --vocab_file {STUDENT_VOCAB} ({given}) is not the vocabulary "
+      f"of --model_dir {run} ({own})")
+  assert scored.stdout == ""

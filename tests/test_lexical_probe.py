@@ -52,22 +52,33 @@ def test_picks_the_word_whose_vector_matches_the_definition(vocab):
   assert probe(table, tokenizer, QUESTIONS)["correct"] == 0
 
 
-def test_command_reads_a_model_dir_and_refuses_other_questions(vocab,
-                                                               tmp_path):
+def _model_dir(vocab, directory, files=None):
+  """A tiny_bert model whose table answers QUESTIONS with `vocab`."""
   from tfmodels.checkpoints.model_dir import (Head, build_model, encoder_of,
                                               save_model_dir)
   from tfmodels.configs import load_config
   config = load_config("tiny_bert")
-  tokenizer, table = _table(vocab, rows=config.vocab_size, meanings=[
+  _, table = _table(vocab, rows=config.vocab_size, meanings=[
       ("elephant", ("large", "animal")), ("kitten", ("small", "feline"))])
   table = table[:, :config.hidden_size]  # 17 words fit in 32 columns
   model = build_model(config, Head("encoder"))
   encoder_of(model).get_layer("embeddings").word_embeddings.embeddings.assign(
       table.astype(np.float32))
-  save_model_dir(model, config, Head("encoder"), str(tmp_path / "model"))
-  data = tmp_path / "qa" / "dev.json"
-  data.parent.mkdir()
-  data.write_text(json.dumps(_squad(QUESTIONS)))
+  save_model_dir(model, config, Head("encoder"), str(directory), files=files)
+  return str(directory)
+
+
+def _data(directory, questions=QUESTIONS):
+  data = directory / "qa" / "dev.json"
+  data.parent.mkdir(exist_ok=True)
+  data.write_text(json.dumps(_squad(questions)))
+  return data
+
+
+def test_command_reads_a_model_dir_and_refuses_other_questions(vocab,
+                                                               tmp_path):
+  _model_dir(vocab, tmp_path / "model")
+  data = _data(tmp_path)
   assert [q[0] for q in read_questions(str(data))] == [
       "large animal", "small feline"]
 
@@ -96,3 +107,41 @@ def test_command_reads_a_model_dir_and_refuses_other_questions(vocab,
   assert run.stderr.strip().splitlines()[-1] == (
       f"error: {data}: question wn-1 is not a WordNet QA question "
       "('Which word means: '...)")
+
+
+def test_command_uses_the_runs_vocabulary_and_refuses_another(vocab,
+                                                              tmp_path):
+  """A wrong vocabulary of the same size scored with exit 0."""
+  from tfmodels.vocab_record import record_of_file, with_record
+  spec = with_record({"task": "squad", "max_seq_length": 16,
+                      "vocab_file": vocab}, WordPieceTokenizer(vocab).vocab)
+  run = _model_dir(vocab, tmp_path / "run",
+                   files={"task.json": json.dumps(spec)})
+  data = _data(tmp_path)
+  command = [sys.executable, "-m", "experiments.lexical_probe",
+             "--model_dir", run, "--data_dir", str(data.parent)]
+  # No --vocab_file: the run's own (the shipped default would not fit).
+  result = subprocess.run(command, capture_output=True, text=True, cwd=REPO)
+  assert result.returncode == 0, result.stderr
+  assert "answers 2 of 2 questions exactly (100.0%)" in result.stdout
+
+  swapped = write_lines(tmp_path / "swapped.txt", list(SPECIAL_TOKENS) + [
+      w if w not in ("elephant", "cat") else
+      {"elephant": "cat", "cat": "elephant"}[w] for w in WORDS])
+  result = subprocess.run(command + ["--vocab_file", swapped],
+                          capture_output=True, text=True, cwd=REPO)
+  assert result.returncode == 1
+  given, own = record_of_file(swapped), record_of_file(vocab)
+  assert result.stderr.strip().splitlines()[-1] == (
+      f"error: --vocab_file {swapped} ({given.size} tokens, sha256 "
+      f"{given.sha256[:12]}) is not the vocabulary of --model_dir {run} "
+      f"({own.size} tokens, sha256 {own.sha256[:12]})")
+  assert result.stdout == ""
+
+
+def test_an_empty_question_set_is_refused(tmp_path):
+  """It printed "0 of 0 (0.0%)" with exit 0; the command turns this error
+  into its one line, as for the other question above."""
+  data = _data(tmp_path, [])
+  with pytest.raises(ValueError, match=f"^{data}: no questions to probe$"):
+    read_questions(str(data))

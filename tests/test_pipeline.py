@@ -93,3 +93,41 @@ def test_marker_records_each_steps_peak_memory(tmp_path, jobs):
     return float(text[-1].split("=")[1])
   assert 300 <= peak("big") < 400
   assert peak("small") < 100
+
+
+def _timed_step(tmp_path, name, memory_mb):
+  """A step that notes when it ran, in its output directory."""
+  out = tmp_path / name
+  code = ("import sys, time; a = time.time(); time.sleep(1.5); "
+          "open(sys.argv[1] + '/ran', 'w').write(f'{a} {time.time()}')")
+  return Step(name, [sys.executable, "-c", code, str(out)], str(out),
+              memory_mb=memory_mb)
+
+
+def _overlap(tmp_path, a, b):
+  (a0, a1), (b0, b1) = [map(float, (tmp_path / n / "ran").read_text().split())
+                        for n in (a, b)]
+  return a0 < b1 and b0 < a1
+
+
+@pytest.mark.parametrize("budget_mb, side_by_side", [(1000, True),
+                                                     (500, False)])
+def test_steps_run_side_by_side_only_within_the_memory_budget(
+    tmp_path, budget_mb, side_by_side):
+  steps = [_timed_step(tmp_path, "a", 300), _timed_step(tmp_path, "b", 300)]
+  lines = []
+  run_steps(steps, log=lines.append, jobs=2, heartbeat=1000,
+            memory_budget_mb=budget_mb)
+  assert _overlap(tmp_path, "a", "b") == side_by_side
+  assert any(line.endswith("MB") and "finished in" in line for line in lines)
+
+
+def test_pipeline_log_ends_with_the_steps_peak_memory(tmp_path):
+  big = [sys.executable, "-c", "import time; b = bytearray(200 * 2**20); "
+         "b[::4096] = b'x' * len(b[::4096]); time.sleep(1)"]
+  steps = [Step("big", big, str(tmp_path / "big")),
+           _timed_step(tmp_path, "other", None)]
+  run_steps(steps, log=lambda _: None, jobs=2, heartbeat=1000)
+  last = (tmp_path / "big" / "pipeline.log").read_text().splitlines()[-1]
+  assert last.startswith("pipeline: big peak resident memory ")
+  assert 200 <= float(last.split()[-2]) < 300

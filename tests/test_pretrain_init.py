@@ -7,6 +7,7 @@ import sys
 
 import numpy as np
 import pytest
+import tensorflow as tf
 
 from conftest import HELDOUT_CORPUS, STUDENT_VOCAB, VOCAB, write_lines
 from tfmodels.checkpoints.model_dir import Head, load_model_dir, save_model_dir
@@ -89,11 +90,22 @@ def test_stage_one_starts_from_a_model_dir_and_resumes_its_own(setup):
                                err_msg=v.name)
   fresh = load_config(str(setup / "teacher.json"))
   assert ours[STUDENT_PARTS[0] + ":0"].std() < 5 * fresh.initializer_range
-  # A resumed run restores its own checkpoint: a source that would be
-  # refused (another vocabulary) is not even read.
-  resumed = _stage_one(setup, setup / "stage1", setup / "wrong", 4)
+  # A resumed run restores its own checkpoint: another --init_from, which
+  # it used to ignore silently, is refused in one line, the run untouched;
+  # the one it started from resumes it.
+  refused = _stage_one(setup, setup / "stage1", setup / "wrong", 4)
+  assert refused.returncode != 0
+  assert refused.stderr.strip().splitlines()[-1] == (
+      f"error: --init_from {os.path.realpath(setup / 'wrong')}: --model_dir "
+      f"{setup / 'stage1'} holds a run started with --init_from "
+      f"{os.path.realpath(source_dir)}, which a resume keeps; give the same, "
+      "or choose another --model_dir")
+  assert tf.train.latest_checkpoint(str(setup / "stage1")).endswith(
+      "ckpt-2")
+  resumed = _stage_one(setup, setup / "stage1", source_dir, 4)
   assert resumed.returncode == 0, resumed.stderr[-1500:]
-  assert "--init_from ignored" in resumed.stdout
+  assert "resumed from" in resumed.stdout
+  assert "restored" not in resumed.stdout  # the source is not read again
 
 
 def test_a_source_that_does_not_fit_is_refused_before_anything_is_written(

@@ -8,6 +8,7 @@ by tensor name and answer as `squad.postprocess` does on that model's logits.
 import gzip
 import json
 import os
+import re
 import subprocess
 import sys
 
@@ -18,7 +19,7 @@ import tensorflow as tf
 from android_bench import qa_demo
 from android_bench.qa_demo import answering, demo_passages
 from android_bench.qa_demo.span_model import SpanModel
-from conftest import DATA, REPO, VOCAB
+from conftest import DATA, REPO, STUDENT_VOCAB, VOCAB
 
 FIXTURES = os.path.join(REPO, "tests", "fixtures", "qa_demo")
 sys.path.insert(0, FIXTURES)
@@ -235,6 +236,75 @@ def test_model_without_the_contract_names_is_refused(tmp_path):
   assert last.startswith(f"error: --model {path}: signature 'serving_default'"
                          " lacks ids, mask")
   assert result.stdout == ""
+
+
+@pytest.fixture(scope="module")
+def tiny_with_vocab(tiny):
+  """The tiny model carrying VOCAB as convert_tflite attaches it."""
+  from tiny_model import with_vocab
+  return with_vocab(tiny[0], VOCAB, tiny[0].replace(".tflite", "_vocab.tflite"))
+
+
+def _swapped_vocab(path):
+  """VOCAB with two words' ids swapped: same size, another vocabulary."""
+  with open(VOCAB, encoding="utf-8") as f:
+    tokens = f.read().splitlines()
+  a, b = tokens.index("river"), tokens.index("the")
+  tokens[a], tokens[b] = tokens[b], tokens[a]
+  path.write_text("".join(t + "\n" for t in tokens), encoding="utf-8")
+  return str(path)
+
+
+def test_twin_uses_the_vocabulary_the_model_carries(tiny_with_vocab,
+                                                    tokenizer, tmp_path):
+  passage, question = _long_passage()
+  passage_file = tmp_path / "passage.txt"
+  passage_file.write_text(passage, encoding="utf-8")
+  result = _command("android_bench.qa_demo", "--model", tiny_with_vocab,
+                    "--passage", str(passage_file), "--question", question,
+                    "--num_threads", "2")
+  assert result.returncode == 0, result.stderr
+  expected = answering.predict(passage, question, tokenizer,
+                               SpanModel(tiny_with_vocab, num_threads=2))
+  assert expected.answer
+  assert result.stdout == expected.answer + "\n"
+  own = answering.tokenizer_for(tiny_with_vocab)
+  assert own.vocab == tokenizer.vocab
+  assert answering.tokenizer_for(tiny_with_vocab, VOCAB).vocab == own.vocab
+
+
+def test_twin_refuses_a_vocabulary_the_model_does_not_carry(
+    tiny_with_vocab, tmp_path):
+  """Another size crashed the model's gather; the same size answered
+  wrongly with exit 0. Both are refused in one line naming both."""
+  from tfmodels.vocab_record import record_of_file
+  with pytest.raises(qa_demo.QaDemoError, match=(
+      f"^--vocab {re.escape(STUDENT_VOCAB)} \\(4818 tokens, sha256 "
+      f"[0-9a-f]{{12}}\\) is not the vocabulary of "
+      f"{re.escape(tiny_with_vocab)} \\(30522 tokens")):
+    answering.tokenizer_for(tiny_with_vocab, STUDENT_VOCAB)
+  vocab = _swapped_vocab(tmp_path / "swapped.txt")
+  (tmp_path / "p.txt").write_text("The river runs to the sea.")
+  result = _command("android_bench.qa_demo", "--model", tiny_with_vocab,
+                    "--vocab", vocab, "--passage", str(tmp_path / "p.txt"),
+                    "--question", "Which word means: a stream?")
+  assert result.returncode == 1
+  given, own = record_of_file(vocab), record_of_file(VOCAB)
+  assert result.stderr.strip().splitlines()[-1] == (
+      f"error: --vocab {vocab} ({given.size} tokens, sha256 "
+      f"{given.sha256[:12]}) is not the vocabulary of {tiny_with_vocab} "
+      f"({own.size} tokens, sha256 {own.sha256[:12]}); leave out --vocab to "
+      "use the model's own")
+  assert "Traceback" not in result.stderr and result.stdout == ""
+
+
+def test_model_without_metadata_needs_a_vocabulary(tiny):
+  with pytest.raises(qa_demo.QaDemoError,
+                     match=r"--model .*: carries no vocab.txt .*pass --vocab"):
+    answering.tokenizer_for(tiny[0])
+  # Nothing to hold it to: the given one is taken (the app does the same).
+  assert len(answering.tokenizer_for(tiny[0], STUDENT_VOCAB)) != len(
+      answering.tokenizer_for(tiny[0], VOCAB))
 
 
 @pytest.mark.parametrize("flag, value, message", [

@@ -57,10 +57,25 @@ def classes(tmp_path_factory):
   return main, test
 
 
-def test_junit_suite_passes(classes):
+@pytest.fixture(scope="module")
+def model_with_vocab(tmp_path_factory):
+  """(path, vocab sha256) of a .tflite carrying VOCAB as convert_tflite
+  attaches it, for ModelVocabularyTest."""
+  sys.path.insert(0, FIXTURES)
+  from tiny_model import export_stub_span_model, with_vocab
+  from tfmodels.vocab_record import record_of_file
+  base = tmp_path_factory.mktemp("model_with_vocab")
+  path = with_vocab(export_stub_span_model(str(base / "stub.tflite")),
+                    VOCAB, str(base / "with_vocab.tflite"))
+  return path, record_of_file(VOCAB).sha256
+
+
+def test_junit_suite_passes(classes, model_with_vocab):
   main, test = classes
+  model, sha256 = model_with_vocab
   result = subprocess.run(
       [_tool("java"), f"-Dqa.fixtures={FIXTURES}", f"-Dqa.vocab={VOCAB}",
+       f"-Dqa.model={model}", f"-Dqa.model.vocab_sha256={sha256}",
        "-jar", JUNIT, "-cp", f"{main}:{test}",
        "--select-package", "org.compactbert.qa", "--fail-if-no-tests",
        "--disable-banner", "--disable-ansi-colors", "--details=tree"],
@@ -70,7 +85,9 @@ def test_junit_suite_passes(classes):
   counts = {k: int(v) for v, k in re.findall(
       r"\[\s*(\d+) tests (successful|failed|skipped|aborted)\s*\]", report)}
   assert counts["failed"] == counts["skipped"] == counts["aborted"] == 0
-  assert counts["successful"] >= 17, report[-3000:]
+  assert counts["successful"] >= 21, report[-3000:]
+  # The vocabulary a model carries, read by the app's core (ModelVocabulary).
+  assert "readsTheVocabularyPythonAttached()" in report
   # Every code point Java 17 knows normalizes as the Python tokenizer does.
   assert "every code point Java knows agrees" in report
 

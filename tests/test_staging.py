@@ -163,3 +163,36 @@ def test_check_writable_names_the_flag_before_any_work(tmp_path):
       staging.check_writable(str(locked / "x"))
   finally:
     locked.chmod(0o755)
+
+
+def test_scratch_directory_of_a_killed_process_goes_with_the_next(
+    tmp_path, monkeypatch):
+  """Issue 29: a tempfile.TemporaryDirectory outlives a kill -9 for good;
+  a scratch directory carries its pid, so the next one with the prefix
+  removes it (conversion.py's export and runtime.py's probe use it)."""
+  import subprocess
+  import tempfile
+  monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+  dead = subprocess.Popen(["true"])
+  dead.wait()
+  stale = tmp_path / f"tflite-export-{dead.pid}-abc_12"
+  stale.mkdir()
+  live = tmp_path / f"tflite-export-{os.getppid()}-zz"
+  live.mkdir()
+  with staging.scratch_directory("tflite-export-") as scratch:
+    assert os.path.basename(scratch).startswith(
+        f"tflite-export-{os.getpid()}-")
+    assert not stale.exists() and live.exists()
+  assert not os.path.exists(scratch)
+  assert sorted(os.listdir(tmp_path)) == [live.name]
+
+
+def test_a_name_too_long_for_the_file_system_is_refused_first(tmp_path):
+  limit = os.pathconf(tmp_path, "PC_NAME_MAX")
+  staging.check_name_length(str(tmp_path / "new"), ["a" * limit], "--name")
+  with pytest.raises(staging.OutputError,
+                     match=rf"^--name: the file name a+\.\.\. would be "
+                           rf"{limit + 1} bytes; the file system of "
+                           rf"{tmp_path} takes at most {limit}$"):
+    staging.check_name_length(str(tmp_path / "new"),
+                              ["short", "a" * (limit + 1)], "--name")

@@ -87,3 +87,35 @@ def build_intent_slot_model(config: ModelConfig, num_intents: int,
                             config.initializer_range, name="intent_slot")(
                                 enc["pooled_output"], enc["sequence_output"])
   return _model(inputs, dict(enc, **out), f"{config.name}_intent_slot")
+
+
+# The encoder outputs each task head reads (the builders above), by the
+# head layer's name.
+_HEAD_READS = {"span": ("sequence_output",), "classifier": ("pooled_output",),
+               "tagger": ("sequence_output",),
+               "intent_slot": ("pooled_output", "sequence_output")}
+
+
+def outputs_only(model, keys):
+  """A model of the same layers and weights computing only `keys` of one
+  of the task models above. Their encoder, a model inside the model,
+  returns every hidden state and attention score, and holds them all
+  until the call ends; here it returns only what the head and `keys` read.
+  Anything else (a pretrainer, a LiteRT or fake-quantized wrapper) is
+  returned as it is."""
+  inner = [l for l in getattr(model, "layers", ()) if isinstance(l, keras.Model)]
+  heads = [l for l in getattr(model, "layers", ()) if l.name in _HEAD_READS]
+  if len(inner) != 1 or len(heads) != 1 or not isinstance(inner[0].output,
+                                                          dict):
+    return model
+  encoder, head = inner[0], heads[0]
+  reads = _HEAD_READS[head.name]
+  kept = [k for k in encoder.output if k in keys or k in reads]
+  slim = keras.Model(encoder.input, {k: encoder.output[k] for k in kept})
+  inputs = {name: keras.Input(shape=t.shape[1:], dtype=t.dtype, name=name)
+            for name, t in encoder.input.items()}
+  enc = slim(inputs)
+  out = head(*(enc[k] for k in reads))
+  everything = dict(enc, **(out if isinstance(out, dict) else {"logits": out}))
+  return _model(inputs, {k: everything[k] for k in keys},
+                f"{model.name}_outputs")

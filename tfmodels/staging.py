@@ -96,6 +96,36 @@ def temporary_directory(prefix):
   return tempfile.mkdtemp(prefix=f"{prefix}{os.getpid()}-")
 
 
+@contextlib.contextmanager
+def scratch_directory(prefix):
+  """temporary_directory for one block, removed when it ends: unlike
+  tempfile.TemporaryDirectory, what a kill -9 leaves is removed by the next
+  process that asks for the same prefix."""
+  path = temporary_directory(prefix)
+  try:
+    yield path
+  finally:
+    shutil.rmtree(path, ignore_errors=True)
+
+
+def check_name_length(directory, names, flag):
+  """OutputError (one line naming `flag`) if the longest of `names` (the
+  file names a command will create in `directory`, staging names
+  included) is longer than its file system takes: otherwise Errno 36
+  comes only when the file is written, after the work."""
+  where = _existing_ancestor(directory)
+  try:
+    limit = os.pathconf(where, "PC_NAME_MAX")
+  except (OSError, ValueError):  # no limit known: nothing to check
+    return
+  longest = max(names, key=lambda n: len(os.fsencode(n)))
+  size = len(os.fsencode(longest))
+  if size > limit:
+    raise OutputError(f"{flag}: the file name {longest[:24]}... would be "
+                      f"{size} bytes; the file system of {where} takes at "
+                      f"most {limit}")
+
+
 def _make_staging(parent, name, flag, output):
   clear_stale_staging(parent)
   try:

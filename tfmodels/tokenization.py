@@ -33,6 +33,7 @@ tests hold both to the reference on messy text.
 """
 
 import dataclasses
+import io
 import string
 import unicodedata
 
@@ -64,10 +65,15 @@ class VocabError(ValueError):
   """A vocabulary file that cannot be used; the message names the file."""
 
 
-def load_vocab(vocab_file):
-  """Tokens of a BERT `vocab.txt`, one per line, in id order."""
+def load_vocab(vocab_file, data=None):
+  """Tokens of a BERT `vocab.txt`, one per line, in id order.
+
+  `data`: the file's bytes when it lives elsewhere (a `.tflite` model's
+  metadata); `vocab_file` then only names it in errors.
+  """
   try:
-    with open(vocab_file, encoding="utf-8") as f:
+    with (open(vocab_file, encoding="utf-8") if data is None else
+          io.TextIOWrapper(io.BytesIO(data), encoding="utf-8")) as f:
       tokens = [line.rstrip("\n").rstrip("\r") for line in f]
   except (OSError, UnicodeDecodeError) as e:
     raise VocabError(f"{vocab_file}: cannot read vocabulary ({e})") from None
@@ -127,12 +133,14 @@ class WordPieceTokenizer:
   Args:
     vocab_file: str, path of a BERT `vocab.txt`.
     lower_case: bool, lower-case and strip accents (uncased models).
+    data: bytes or None, the vocab.txt's content when it is not a file of
+      its own (a model's metadata; `vocab_file` then names it).
   """
 
-  def __init__(self, vocab_file, lower_case=True):
+  def __init__(self, vocab_file, lower_case=True, data=None):
     self.vocab_file = str(vocab_file)
     self.lower_case = lower_case
-    self.vocab = load_vocab(vocab_file)
+    self.vocab = load_vocab(vocab_file, data)
     self.token_to_id = {t: i for i, t in enumerate(self.vocab)}
     self.pad_id, self.unk_id, self.cls_id, self.sep_id, self.mask_id = (
         self.token_to_id[t] for t in SPECIAL_TOKENS)

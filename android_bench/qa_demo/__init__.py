@@ -7,8 +7,7 @@ n-best decoder (`tfmodels.data.squad`), and a converted span model whose
 tensors are looked up by name. The settings below are the ones both sides use;
 the golden vectors (`golden.py`) hold the Java side to the Python results.
 
-    python -m android_bench.qa_demo --model qa.tflite \
-        --vocab data/vocab/uncased_vocab.txt --passage passage.txt \
+    python -m android_bench.qa_demo --model qa.tflite --passage passage.txt \
         --question "Which word means: a large natural stream of water?"
 """
 

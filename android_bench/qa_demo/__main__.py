@@ -1,11 +1,13 @@
 """The QA demo without a phone: answer a question about a passage file.
 
-    python -m android_bench.qa_demo --model qa.tflite \
-        --vocab data/vocab/uncased_vocab.txt --passage passage.txt \
+    python -m android_bench.qa_demo --model qa.tflite --passage passage.txt \
         --question "Which word means: a large natural stream of water?"
 
 Prints the answer on stdout (an empty line if no span qualifies) and, on
-stderr, the windows and the model time, as the app shows them.
+stderr, the windows and the model time, as the app shows them. The
+vocabulary is the one the model carries (convert_tflite attaches it);
+--vocab must be that very vocabulary (it is refused otherwise) and is needed
+only for a model without metadata.
 """
 
 import sys
@@ -18,14 +20,15 @@ FLAGS = flags.FLAGS
 flags.DEFINE_string("model", None, "Converted span model (.tflite) with "
                     "inputs ids, mask, segment_ids and outputs start_logits, "
                     "end_logits.")
-flags.DEFINE_string("vocab", None, "BERT vocab.txt the model was trained with.")
+flags.DEFINE_string("vocab", None, "BERT vocab.txt the model was trained "
+                    "with (default: the one its metadata carries).")
 flags.DEFINE_bool("do_lower_case", True,
                   "Lower-case and strip accents (uncased vocabularies).")
 flags.DEFINE_string("passage", None, "Text file (UTF-8, plain or gzip) holding "
                     "the passage.")
 flags.DEFINE_string("question", None, "The question.")
 flags.DEFINE_integer("num_threads", DEFAULT_THREADS, "Interpreter threads.")
-REQUIRED = ("model", "vocab", "passage", "question")
+REQUIRED = ("model", "passage", "question")
 
 
 def main(argv):
@@ -41,6 +44,8 @@ def main(argv):
                   else ""))
   if FLAGS.num_threads < 1:
     sys.exit(f"error: --num_threads must be >= 1, got {FLAGS.num_threads}")
+  if FLAGS.vocab is not None and not FLAGS.vocab.strip():
+    sys.exit("error: --vocab is empty (leave it out to use the model's own)")
   from tfmodels.data.text_io import open_text
   try:
     with open_text(FLAGS.passage) as f:
@@ -59,12 +64,12 @@ def main(argv):
     model = SpanModel(FLAGS.model, num_threads=FLAGS.num_threads)
   except QaDemoError as e:
     sys.exit(f"error: --model {e}")
-  from android_bench.qa_demo.answering import predict, timing_line
-  from tfmodels.tokenization import VocabError, WordPieceTokenizer
+  from android_bench.qa_demo.answering import (predict, timing_line,
+                                               tokenizer_for)
   try:
-    tokenizer = WordPieceTokenizer(FLAGS.vocab, FLAGS.do_lower_case)
-  except VocabError as e:
-    sys.exit(f"error: --vocab {e}")
+    tokenizer = tokenizer_for(FLAGS.model, FLAGS.vocab, FLAGS.do_lower_case)
+  except QaDemoError as e:
+    sys.exit(f"error: {e}")
   # Text of only control or zero-width characters tokenizes to nothing: the
   # model would see no passage (or no question) and answer "" with exit 0.
   for name, text in (("--passage " + FLAGS.passage, passage),

@@ -4,7 +4,7 @@ The twin of the Java `QuestionAnswerer`: the existing pipeline's
 `squad.build_features` (windows) and `squad.postprocess` (n-best decoding)
 with the demo's settings, and the model run once per window.
 
-    tokenizer = WordPieceTokenizer("data/vocab/uncased_vocab.txt")
+    tokenizer = tokenizer_for("qa.tflite")   # the vocab.txt it carries
     prediction = predict(passage, question, tokenizer, SpanModel("qa.tflite"))
     prediction.answer
 """
@@ -15,8 +15,48 @@ import numpy as np
 
 from android_bench.qa_demo import (DOC_STRIDE, MAX_ANSWER_LENGTH,
                                    MAX_QUERY_LENGTH, N_BEST_SIZE,
-                                   SEQUENCE_LENGTH)
+                                   SEQUENCE_LENGTH, QaDemoError)
 from tfmodels.data import squad
+
+
+def tokenizer_for(model_path, vocab_file=None, lower_case=True,
+                  flag="--vocab"):
+  """The tokenizer of a converted model: the vocab.txt its metadata
+  carries, or `vocab_file` if that is the same vocabulary.
+
+  Another vocabulary crashes the model (a larger one) or makes it answer
+  nonsense (one of the same size), so it is refused. A model without
+  metadata cannot say: `vocab_file` is then taken as given, and needed.
+  Raises QaDemoError, one line naming `flag` and the model.
+  """
+  from converters.metadata import VOCAB_NAME, associated_file
+  from tfmodels.tokenization import VocabError, WordPieceTokenizer, load_vocab
+  from tfmodels.vocab_record import VocabMismatchError, check, record_of
+  try:
+    carried = associated_file(model_path, VOCAB_NAME)
+  except OSError as e:
+    raise QaDemoError(f"--model {model_path}: cannot read it ({e})") from None
+  own_name = f"{model_path}:{VOCAB_NAME}"
+  try:
+    own = None if carried is None else load_vocab(own_name, carried)
+  except VocabError as e:
+    raise QaDemoError(f"--model {e}") from None
+  if vocab_file is None:
+    if own is None:
+      raise QaDemoError(f"--model {model_path}: carries no {VOCAB_NAME} (no "
+                        f"Task Library metadata); pass {flag} with the "
+                        "vocabulary it was trained with")
+    return WordPieceTokenizer(own_name, lower_case, data=carried)
+  try:
+    given = WordPieceTokenizer(vocab_file, lower_case)
+    if own is not None:
+      check(record_of(given.vocab), f"{flag} {vocab_file}", record_of(own),
+            model_path, hint=f"; leave out {flag} to use the model's own")
+  except VocabError as e:
+    raise QaDemoError(f"{flag} {e}") from None
+  except VocabMismatchError as e:
+    raise QaDemoError(str(e)) from None
+  return given
 
 
 def make_example(passage, question, qas_id="question"):

@@ -7,7 +7,9 @@ the same C++ core as the Android and iOS libraries).
 
 --questions is a JSON list of {"question", "passage"}; prints a JSON list
 of {"answer", "start", "end", "logit"} (the Task Library's best span per
-question; the answer is "" when it found none).
+question; the answer is "" when it found none). The Task Library tokenizes
+with the vocab.txt the model's metadata carries and takes no other, so its
+vocabulary cannot mismatch the model (the twin checks a given one).
 
 tflite-support pins protobuf < 4, which TensorFlow cannot live with, so
 this runs in its own virtual environment (`make setup` makes .venv-task)

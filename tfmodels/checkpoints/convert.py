@@ -47,9 +47,14 @@ def _export_hf():
   from tfmodels.checkpoints.hf import export_checkpoint
   from tfmodels.checkpoints.model_dir import load_model_dir
   from tfmodels.staging import staged_directory
+  from tfmodels.write_errors import WRITE_FAILURES, refused
   model, config, head = load_model_dir(FLAGS.input)
-  with staged_directory(FLAGS.output) as staging:
-    export_checkpoint(model, config, head, staging)
+  try:
+    with staged_directory(FLAGS.output) as staging:
+      export_checkpoint(model, config, head, staging)
+  except WRITE_FAILURES as e:  # a full disk: nothing is left half-written
+    raise refused(FLAGS.output, "the model", e,
+                  "nothing was written") from None
   return config, head
 
 
@@ -79,7 +84,7 @@ def main(argv):
       from tfmodels.checkpoints.model_dir import save_model_dir
       model, config, head = _import(source_format)
       save_model_dir(model, config, head, FLAGS.output, FLAGS.overwrite)
-  except (CheckpointError, ConfigError, OSError) as e:
+  except (CheckpointError, ConfigError, OSError, OutputError) as e:
     sys.exit(f"error: {e}")
   print(f"{config.name}: {config.model_type}, {config.num_hidden_layers} "
         f"layers, hidden {config.hidden_size}, head {head.kind} -> "

@@ -28,6 +28,7 @@ from tfmodels.models import (build_classifier, build_intent_slot_model,
                              build_pretrainer, build_span_model, build_tagger)
 from tfmodels.staging import (OutputError, output_lock, staged_directory,
                               write_file)
+from tfmodels.write_errors import WRITE_FAILURES, refused
 
 HEAD_KINDS = ("encoder", "pretrainer", "classifier", "span", "tagger",
               "intent_slot")
@@ -248,8 +249,12 @@ def claim_run_dir(model_dir, config, head, task=None, flag="--model_dir",
     created = not os.path.exists(model_dir)
     try:
       for name, text in _description(config, head, task).items():
-        if not os.path.exists(os.path.join(model_dir, name)):
-          write_file(os.path.join(model_dir, name), text)
+        path = os.path.join(model_dir, name)
+        if not os.path.exists(path):
+          try:
+            write_file(path, text)
+          except OSError as e:
+            raise refused(path, "the run's description", e) from None
       yield
     except BaseException:
       if created and not os.path.exists(os.path.join(model_dir,
@@ -263,18 +268,22 @@ def save_model_dir(model, config, head, output_dir, overwrite=False,
   """Writes DIR atomically; refuses an existing DIR unless overwrite.
 
   `files` ({name: text}) join it in the same commit (a carved model's
-  task.json and carving.json)."""
+  task.json and carving.json). A write the disk refuses is a `WriteError`
+  naming output_dir; the staging is gone with it."""
   if os.path.exists(output_dir) and not overwrite:
     raise FileExistsError(f"{output_dir} exists (pass --overwrite)")
-  with staged_directory(output_dir) as staging:
-    write_description(staging, config, head)
-    for name, text in (files or {}).items():
-      write_file(os.path.join(staging, name), text)
-    tf.train.Checkpoint(model=model).write(
-        os.path.join(staging, CHECKPOINT_PREFIX + "-1"))
-    serving = _Serving(model, head)
-    tf.saved_model.save(serving, os.path.join(staging, "saved_model"),
-                        signatures={"serving_default": serving.serve})
+  try:
+    with staged_directory(output_dir) as staging:
+      write_description(staging, config, head)
+      for name, text in (files or {}).items():
+        write_file(os.path.join(staging, name), text)
+      tf.train.Checkpoint(model=model).write(
+          os.path.join(staging, CHECKPOINT_PREFIX + "-1"))
+      serving = _Serving(model, head)
+      tf.saved_model.save(serving, os.path.join(staging, "saved_model"),
+                          signatures={"serving_default": serving.serve})
+  except WRITE_FAILURES as e:
+    raise refused(output_dir, "the model", e, "nothing was written") from None
 
 
 def load_model_dir(directory):

@@ -27,6 +27,7 @@ import zipfile
 from absl import app, flags
 
 from tfmodels.data import demo_sources, wordnet_qa
+from tfmodels.process_lifetime import die_with_parent
 from tfmodels.sigterm import exit_on_sigterm
 from tfmodels.staging import (OutputError, OutputFiles, output_lock,
                               temporary_directory)
@@ -67,7 +68,9 @@ class FetchError(RuntimeError):
 
 
 def _fetch_one(kind, spec, download, target):
-  quiet = {"stdout": subprocess.DEVNULL, "stderr": subprocess.DEVNULL}
+  # A killed build takes its downloader along (process_lifetime).
+  quiet = {"stdout": subprocess.DEVNULL, "stderr": subprocess.DEVNULL,
+           "preexec_fn": die_with_parent}
   if kind == "npm":
     subprocess.run(["npm", "pack", "--silent", spec], cwd=download,
                    check=True, **quiet)
@@ -79,7 +82,8 @@ def _fetch_one(kind, spec, download, target):
     subprocess.run(["apt-get", "download", spec], cwd=download, check=True,
                    **quiet)
     (deb,) = os.listdir(download)
-    subprocess.run(["dpkg-deb", "-x", deb, target], cwd=download, check=True)
+    subprocess.run(["dpkg-deb", "-x", deb, target], cwd=download, check=True,
+                   preexec_fn=die_with_parent)
   else:
     subprocess.run([sys.executable, "-m", "pip", "download", "--quiet",
                     "--no-deps", spec, "-d", download], check=True, **quiet)

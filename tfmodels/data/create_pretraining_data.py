@@ -21,6 +21,7 @@ import sys
 
 from absl import app, flags
 
+from tfmodels.flag_checks import refuse_nonfinite_floats
 from tfmodels.sigterm import exit_on_sigterm
 
 FLAGS = flags.FLAGS
@@ -54,6 +55,7 @@ for _name in ("input_file", "output_dir", "vocab_file"):
 def main(argv):
   if len(argv) > 1:
     raise app.UsageError(f"unexpected arguments: {' '.join(argv[1:])}")
+  refuse_nonfinite_floats()
   from tfmodels.data.pretraining import MixedVocabulary, PretrainingOptions
   from tfmodels.staging import OutputError, output_lock
   from tfmodels.tokenization import VocabError, WordPieceTokenizer

@@ -31,6 +31,7 @@ import sys
 
 from absl import app, flags, logging
 
+from tfmodels.flag_checks import nonfinite_float_flag
 from tfmodels.sigterm import exit_on_sigterm
 
 FLAGS = flags.FLAGS
@@ -79,6 +80,9 @@ def parse_ranks(text):
 
 def _check_flags():
   """One line naming the flag, before any work."""
+  nonfinite = nonfinite_float_flag()
+  if nonfinite:
+    return nonfinite
   for name in ("heads", "intermediate_size", "recover_steps"):
     if getattr(FLAGS, name) < 0:
       return f"--{name} {getattr(FLAGS, name)}: must be >= 0"
@@ -137,6 +141,7 @@ def main(argv):
   from tfmodels.staging import OutputError, lock_until_exit
   from tfmodels.tokenization import VocabError, WordPieceTokenizer
   from tfmodels.training.tasks import make_task
+  from tfmodels.vocab_record import resolve, with_record
   try:  # the cheap checks first
     lock_until_exit(FLAGS.model_dir, "--model_dir")
     task_spec = read_task_spec(FLAGS.teacher_dir)
@@ -155,7 +160,9 @@ def main(argv):
         FLAGS.target_params, ranks)
     if substitutions:
       substituted_config(teacher_config, substitutions)  # refused early
-    tokenizer = WordPieceTokenizer(task_spec["vocab_file"])
+    tokenizer = WordPieceTokenizer(resolve(FLAGS.teacher_dir,
+                                           model_flag="--teacher_dir"))
+    task_spec = with_record(task_spec, tokenizer.vocab)  # the carved dir's
     task = make_task(task_spec["task"], FLAGS.data_dir, tokenizer,
                      task_spec["max_seq_length"])
   except (ConfigError, VocabError, SubstitutionError, ValueError, OSError,

@@ -10,7 +10,8 @@ MLM + NSP heads, or --teacher a named pretrained encoder without them
 `progressive.plan`). A student narrower in E than its teacher starts from
 the teacher's word table at rank E (`low_rank_init.py`). Stages are those of `distillation/progressive.py`; the run
 checkpoints and resumes like `pretrain`, stage included (the stage follows
-from the global step).
+from the global step). A resume must name the teacher and --strategy the
+run started with (`run_start.py`).
 
 `--strategy kronecker` distils a KroneckerBERT config from a dense teacher of
 the same depth and width (`distillation/kronecker.py`): the student starts
@@ -74,6 +75,7 @@ def main(argv):
   from tfmodels.models import build_pretrainer
   from tfmodels.staging import OutputError
   from tfmodels.training.loop import get_strategy, is_chief
+  from tfmodels.training.run_start import check_resume
 
   # Multi-worker collectives must be set up before any TF op runs (reading
   # the shards runs some).
@@ -85,6 +87,7 @@ def main(argv):
     head = Head("pretrainer",
                 sentence_objective=meta["options"]["sentence_objective"])
     check_run_dir(FLAGS.model_dir, student_config, head)
+    check_resume(FLAGS.model_dir, _start_flags())
   except (ConfigError, ValueError) as e:
     sys.exit(f"error: {e}")
   precision_from_flags()
@@ -129,6 +132,14 @@ def main(argv):
     sys.exit(f"error: {e}")
 
 
+def _start_flags():
+  """What the run starts from and keeps to (see run_start.py): the teacher
+  teaches every step, and the strategy fixes the stages and the start."""
+  from tfmodels.training.run_start import start_flags
+  return start_flags(teacher=FLAGS.teacher, teacher_dir=FLAGS.teacher_dir,
+                     strategy=FLAGS.strategy)
+
+
 def _train(strategy, student, student_config, optimizer, teacher,
            teacher_config, stages):
   """Runs the stages left after the run's checkpoint in --model_dir."""
@@ -136,8 +147,11 @@ def _train(strategy, student, student_config, optimizer, teacher,
   from tfmodels.data.pretraining_dataset import pretraining_dataset
   from tfmodels.distillation import kronecker, low_rank_init, progressive
   from tfmodels.training.loop import Trainer
+  from tfmodels.training.run_start import record_start
   trainer = Trainer(strategy, student, optimizer, FLAGS.model_dir,
                     FLAGS.keep_checkpoints)
+  if trainer.chief and trainer.start_step == 0:
+    record_start(FLAGS.model_dir, _start_flags())
   if trainer.start_step == 0 and FLAGS.strategy == "kronecker":
     factored, copied = kronecker.initialise_student(student, teacher)
     print(f"factored {len(factored)} Kronecker layers and copied "

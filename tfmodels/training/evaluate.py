@@ -6,7 +6,8 @@
         --pretraining_data /tmp/heldout_shards
 
 For a `finetune` run it reads the task, sequence length and vocabulary
-recorded in task.json and prints the task's metrics (GLUE metrics, SQuAD
+recorded in task.json (a --vocab_file must be that vocabulary: task.json
+records its size and hash) and prints the task's metrics (GLUE metrics, SQuAD
 EM/F1, tagging token accuracy; intent_slot: intent accuracy, slot F1,
 sentence exact match, slot token accuracy); with --pretraining_data (shards
 made from held-out text) it prints masked-LM accuracy / loss and NSP / SOP accuracy of
@@ -25,6 +26,9 @@ FLAGS = flags.FLAGS
 flags.DEFINE_string("model_dir", None, "A finetune run directory.")
 flags.DEFINE_string("data_dir", None, "Directory of the task's files.")
 flags.DEFINE_string("split", "dev", "Split to score (dev, test, ...).")
+flags.DEFINE_string("vocab_file", None, "The run's vocab.txt (default: the "
+                    "one task.json names); refused unless it is the "
+                    "vocabulary the run recorded.")
 flags.DEFINE_string("output", None, "Also write the metrics JSON here.")
 flags.DEFINE_bool("overwrite", False, "Replace an existing --output.")
 flags.DEFINE_string("pretraining_data", None, "Held-out pre-training shards "
@@ -41,6 +45,7 @@ def main(argv):
   from tfmodels.configs import ConfigError
   from tfmodels.tokenization import VocabError, WordPieceTokenizer
   from tfmodels.training.tasks import make_task
+  from tfmodels.vocab_record import resolve
   if (FLAGS.data_dir is None) == (FLAGS.pretraining_data is None):
     sys.exit("error: give exactly one of --data_dir and --pretraining_data")
   if FLAGS.output:  # before scoring, which can take long
@@ -55,6 +60,8 @@ def main(argv):
   try:
     spec = None if FLAGS.pretraining_data else read_task_spec(
         FLAGS.model_dir)
+    if spec is not None:  # before the model loads: the cheap check first
+      vocab_file = resolve(FLAGS.model_dir, FLAGS.vocab_file)
     model, config, head = load_model_dir(FLAGS.model_dir)
     if FLAGS.pretraining_data:
       if head.kind != "pretrainer":
@@ -63,9 +70,13 @@ def main(argv):
       from tfmodels.training.mlm_eval import evaluate_pretraining
       results = evaluate_pretraining(model, FLAGS.pretraining_data)
     else:
-      tokenizer = WordPieceTokenizer(spec["vocab_file"])
+      named = "--vocab_file" if FLAGS.vocab_file else "task.json vocab_file"
+      try:
+        tokenizer = WordPieceTokenizer(vocab_file)
+      except VocabError as e:
+        raise VocabError(f"{named} {e}") from None
       if len(tokenizer) > config.vocab_size:
-        raise ValueError(f"task.json vocab_file {spec['vocab_file']} has "
+        raise ValueError(f"{named} {vocab_file} has "
                          f"{len(tokenizer)} pieces but the model's "
                          f"vocab_size is {config.vocab_size}")
       task = make_task(spec["task"], FLAGS.data_dir, tokenizer,

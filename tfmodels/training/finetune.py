@@ -12,7 +12,9 @@ before each sentence, e.g. data/brown_pos with genre as the intent and POS
 tags as slots; dev metrics intent accuracy, slot F1, sentence exact match).
 --init_dir is a `pretrain` / `distill` run or a converted
 checkpoint; its encoder weights start the task model. The run checkpoints
-and resumes like `pretrain`, and writes dev metrics to eval_results.json.
+and resumes like `pretrain` (with the --init_dir and --teacher_dir it
+started with: `run_start.py`), and writes dev metrics to eval_results.json.
+An empty train or dev split is refused before any work.
 """
 
 import json
@@ -73,7 +75,9 @@ def main(argv):
   from tfmodels.configs import ConfigError, load_config
   from tfmodels.staging import OutputError
   from tfmodels.tokenization import VocabError, WordPieceTokenizer
+  from tfmodels.training.run_start import check_resume
   from tfmodels.training.tasks import make_task
+  from tfmodels.vocab_record import with_record
 
   if not os.path.isfile(os.path.join(FLAGS.init_dir, "config.json")):
     sys.exit(f"error: --init_dir {FLAGS.init_dir}: no config.json (not a "
@@ -83,11 +87,17 @@ def main(argv):
     tokenizer = WordPieceTokenizer(FLAGS.vocab_file)
     task = make_task(FLAGS.task, FLAGS.data_dir, tokenizer,
                      FLAGS.max_seq_length)
+    task.check_split("dev")  # scored at the end: refused now, not then
     spec = {"task": FLAGS.task, "max_seq_length": FLAGS.max_seq_length,
             "vocab_file": os.path.abspath(FLAGS.vocab_file)}
+    spec = with_record(spec, tokenizer.vocab, FLAGS.model_dir)  # size, hash
     check_run_dir(FLAGS.model_dir, config, task.head(), spec)
+    note = check_resume(FLAGS.model_dir, _start_flags(),
+                        optional=("init_dir",))
   except (ConfigError, VocabError, ValueError, OSError) as e:
     sys.exit(f"error: {e}")
+  if note:
+    print(note, flush=True)
   if config.max_position_embeddings < FLAGS.max_seq_length:
     sys.exit(f"error: --max_seq_length {FLAGS.max_seq_length} exceeds the "
              f"model's max_position_embeddings "
@@ -121,6 +131,13 @@ def main(argv):
     sys.exit(f"error: {e}")
 
 
+def _start_flags():
+  """What the run starts from (see run_start.py): --init_dir's weights, the
+  teacher's copied head and its soft targets at every step."""
+  from tfmodels.training.run_start import start_flags
+  return start_flags(init_dir=FLAGS.init_dir, teacher_dir=FLAGS.teacher_dir)
+
+
 def _train(strategy, model, optimizer, task, features, teacher):
   """Trains in the claimed --model_dir, then scores dev (the chief)."""
   import tensorflow as tf
@@ -128,8 +145,12 @@ def _train(strategy, model, optimizer, task, features, teacher):
   from tfmodels.distillation.progressive import copy_from_teacher
   from tfmodels.staging import write_file
   from tfmodels.training.loop import Trainer
+  from tfmodels.training.run_start import record_start
+  from tfmodels.write_errors import refused
   trainer = Trainer(strategy, model, optimizer, FLAGS.model_dir,
                     FLAGS.keep_checkpoints)
+  if trainer.chief and trainer.start_step == 0:
+    record_start(FLAGS.model_dir, _start_flags())
   if teacher is not None and trainer.start_step == 0:
     # The head layer is named after its kind (models.py).
     copied = copy_from_teacher(model, teacher,
@@ -156,8 +177,11 @@ def _train(strategy, model, optimizer, task, features, teacher):
                 log_every=FLAGS.log_every, description=FLAGS.task)
   if trainer.chief:
     results = task.evaluate(model, "dev")
-    write_file(os.path.join(FLAGS.model_dir, "eval_results.json"),
-               json.dumps(results, indent=2))
+    path = os.path.join(FLAGS.model_dir, "eval_results.json")
+    try:
+      write_file(path, json.dumps(results, indent=2))
+    except OSError as e:  # a full disk; the checkpoints are whole
+      raise refused(path, "the dev metrics", e) from None
     print(f"dev: {json.dumps(results)}")
 
 

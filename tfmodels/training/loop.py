@@ -11,10 +11,17 @@ Each step's metrics are appended to model_dir/history.jsonl as the step ends
 (one JSON object per line, `step` included), so a crash loses none of the
 curve; a resumed run first drops the rows after its checkpoint, which it is
 about to train again, so no step appears twice.
+
+A checkpoint or history write the disk refuses (full, over a size limit)
+ends the run with a `WriteError` naming the path; the save's partial files
+(`ckpt-N_temp/`, merged files the state file does not list) are removed
+then, and by the next run if the process died mid-save, so the resume
+starts from the last whole checkpoint, exactly.
 """
 
 import json
 import os
+import re
 import shutil
 import sys
 
@@ -23,6 +30,7 @@ import tf_keras as keras
 from tqdm import tqdm
 
 from tfmodels.staging import write_file
+from tfmodels.write_errors import WRITE_FAILURES, refused
 
 STRATEGIES = ("one_device", "mirrored", "multi_worker_mirrored")
 HISTORY = "history.jsonl"
@@ -81,6 +89,7 @@ class Trainer:
         model_dir, f".worker_{strategy.cluster_resolver.task_id}")
     self.manager = tf.train.CheckpointManager(self.checkpoint, save_dir,
                                               max_to_keep=max_to_keep)
+    _remove_partial_saves(save_dir)  # of a run that died mid-save
     if latest:
       # Create the slots first so the restore fills them at once, rather
       # than relying on deferred restores through a LossScaleOptimizer.
@@ -92,7 +101,10 @@ class Trainer:
       print(f"resumed from {latest} at step {self.start_step}", flush=True)
     self.history_path = os.path.join(model_dir, HISTORY)
     if self.chief:
-      _truncate_history(self.history_path, self.start_step)
+      try:
+        _truncate_history(self.history_path, self.start_step)
+      except OSError as e:
+        raise refused(self.history_path, "the history", e) from None
 
   @property
   def start_step(self):
@@ -140,8 +152,12 @@ class Trainer:
       for step in range(start + 1, total_steps + 1):
         metrics = {k: float(v) for k, v in step_fn(next(iterator)).items()}
         history.append(dict(metrics, step=step, **(record or {})))
-        log.write(json.dumps(history[-1]) + "\n")
-        log.flush()
+        try:
+          log.write(json.dumps(history[-1]) + "\n")
+          log.flush()
+        except OSError as e:
+          raise refused(self.history_path, f"step {step}", e,
+                        self._resumes_from()) from None
         bar.update(1)
         if step % log_every == 0 or step == total_steps:
           bar.set_postfix(loss=f"{metrics['loss']:.4f}")
@@ -151,10 +167,66 @@ class Trainer:
               self.optimizer.learning_rate)), step=step)
         if step % checkpoint_every == 0 or step == total_steps:
           self.global_step.assign(step)
-          self.manager.save(checkpoint_number=step)
+          self._save(step)
     if not self.chief:  # its copies only existed to take part in saving
       shutil.rmtree(self.manager.directory, ignore_errors=True)
     return history
+
+  def _save(self, step):
+    """Checkpoint `step`; on a refused write, its partial files go and a
+    WriteError names it."""
+    try:
+      self.manager.save(checkpoint_number=step)
+    except WRITE_FAILURES as e:
+      _remove_partial_saves(self.manager.directory, failed=step)
+      raise refused(os.path.join(self.manager.directory, f"ckpt-{step}"),
+                    "the checkpoint", e,
+                    "removed its partial files; " + self._resumes_from()
+                    ) from None
+
+  def _resumes_from(self):
+    latest = self.manager.latest_checkpoint
+    return (f"the run resumes from {os.path.basename(latest)}" if latest
+            else "the run has no checkpoint to resume from")
+
+
+_PARTIAL = re.compile(r"ckpt-(\d+)(_temp|\.index|\.data-\d+-of-\d+)|"
+                      r"checkpoint\.tmp[0-9a-f]{32}")
+
+
+def _remove_partial_saves(directory, failed=None):
+  """Removes what checkpoint saves that did not finish left in `directory`:
+  `ckpt-N_temp/` shards, the state file's temporary, and the merged files of
+  the `failed` save or of any newer than the newest the state file lists.
+  The directory is the claimed run's, so no other save is under way."""
+  state = tf.train.get_checkpoint_state(directory)
+  listed = set()
+  for path in state.all_model_checkpoint_paths if state else []:
+    number = re.search(r"ckpt-(\d+)$", path)
+    if number:
+      listed.add(int(number.group(1)))
+  newest = max(listed, default=None)
+  try:
+    names = os.listdir(directory)
+  except OSError:
+    return
+  for name in names:
+    match = _PARTIAL.fullmatch(name)
+    if not match:
+      continue
+    if match.group(2) and match.group(2) != "_temp":  # a merged file
+      number = int(match.group(1))
+      if number in listed or not (number == failed or (
+          newest is not None and number > newest)):
+        continue  # a whole checkpoint, or nothing says it is not
+    path = os.path.join(directory, name)
+    if os.path.isdir(path):
+      shutil.rmtree(path, ignore_errors=True)
+    else:
+      try:
+        os.unlink(path)
+      except OSError:
+        pass
 
 
 def _truncate_history(path, last_step):

@@ -16,7 +16,9 @@ teacher (all-minilm-l6-v2). Every encoder weight of it fills the same-named
 weight of --config (a pretrainer's MLM / NSP heads too); what --config adds
 starts fresh. A source tensor whose shape differs, or a config field that
 would change what the weights compute, is refused with its name. A resumed
-run restores its own checkpoint and ignores --init_from.
+run restores its own checkpoint: an --init_from (or
+--init_student_embeddings_from) other than the one it started with is
+refused (`run_start.py`).
 
 Mixed-vocabulary training (Zhao et al.), stage I from a pretrained teacher
 (the paper's is BERT-large; here MiniLM keeps its body and word table, the
@@ -132,23 +134,24 @@ def main(argv):
       sys.exit(f"error: --config {e}")
   objective = meta["options"]["sentence_objective"]
   head = Head("pretrainer", sentence_objective=objective)
+  from tfmodels.training.run_start import check_resume
   try:  # claim_run_dir checks again, under its lock
     check_fits(meta, config)
     check_run_dir(FLAGS.model_dir, config, head)
+    start = _start_flags()
+    note = check_resume(FLAGS.model_dir, start, optional=tuple(start))
   except ValueError as e:
     sys.exit(f"error: {e}")
+  if note:
+    print(note, flush=True)
   precision_from_flags()
   keras.utils.set_random_seed(FLAGS.seed)
   with strategy.scope():
     model = build_pretrainer(config, sentence_objective=objective)
     optimizer = optimizer_from_flags()
-  if FLAGS.init_from:
-    import tensorflow as tf
-    if tf.train.latest_checkpoint(FLAGS.model_dir):
-      print("--init_from ignored: resuming from the run's own checkpoint",
-            flush=True)
-    else:  # before anything is written, so a refusal leaves nothing
-      _init_from(model, config, strategy)
+  import tensorflow as tf
+  if FLAGS.init_from and not tf.train.latest_checkpoint(FLAGS.model_dir):
+    _init_from(model, config, strategy)  # before anything is written
   try:
     with claim_run_dir(FLAGS.model_dir, config, head,
                        chief=is_chief(strategy)):
@@ -157,13 +160,24 @@ def main(argv):
     sys.exit(f"error: {e}")
 
 
+def _start_flags():
+  """The flags that act only when the run starts (see run_start.py)."""
+  from tfmodels.training.run_start import start_flags
+  return start_flags(
+      init_from=FLAGS.init_from,
+      init_student_embeddings_from=FLAGS.init_student_embeddings_from)
+
+
 def _train(strategy, model, optimizer, meta):
   """Trains to --train_steps in the claimed --model_dir."""
   from tfmodels.data.pretraining_dataset import pretraining_dataset
   from tfmodels.distillation import mixed_vocab
   from tfmodels.training.loop import Trainer
+  from tfmodels.training.run_start import record_start
   trainer = Trainer(strategy, model, optimizer, FLAGS.model_dir,
                     FLAGS.keep_checkpoints)
+  if trainer.chief and trainer.start_step == 0:
+    record_start(FLAGS.model_dir, _start_flags())
   if FLAGS.init_student_embeddings_from and trainer.start_step == 0:
     from tfmodels.checkpoints.model_dir import load_model_dir
     try:

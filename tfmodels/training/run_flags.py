@@ -5,13 +5,13 @@ what is particular to it, so `pretrain`, `distill` and `finetune` read the
 same way on the command line. `check_run_flags` checks their values (and
 the command's own ranges) before any work: a zero interval or a negative
 rate would otherwise fail mid-run, after checkpoints were written; so is
---model_dir's writability.
+--model_dir's writability. nan and inf are refused for every float flag
+first (`tfmodels.flag_checks`), so the ranges below compare numbers.
 """
-
-import math
 
 from absl import flags
 
+from tfmodels.flag_checks import nonfinite_float_flag
 from tfmodels.training.loop import STRATEGIES
 from tfmodels.training.optimization import OPTIMIZERS
 
@@ -54,15 +54,17 @@ def check_run_flags(ranges=None):
     ranges: the command's own flags, name -> (lowest, highest or None).
   """
   f = flags.FLAGS
+  nonfinite = nonfinite_float_flag()
+  if nonfinite:
+    return nonfinite
   rate = f.learning_rate
-  if not (math.isfinite(rate) and rate > 0):
+  if not rate > 0:
     return f"--learning_rate must be > 0, got {rate}"
   for name, (low, high) in {**RUN_FLAG_RANGES, **(ranges or {})}.items():
     value = f[name].value
     if value is None:
       continue
-    if not (math.isfinite(value) and value >= low
-            and (high is None or value <= high)):
+    if not (value >= low and (high is None or value <= high)):
       bound = f">= {low}" if high is None else f"in [{low}, {high}]"
       return f"--{name} must be {bound}, got {value}"
   if f.warmup_steps > f.train_steps:

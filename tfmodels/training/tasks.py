@@ -8,6 +8,10 @@ and `evaluate` need no per-task branches:
     features = task.features("train")         # dict of numpy arrays
     loss, metrics = task.loss(model, batch)   # per-replica, in training
     task.evaluate(model, "dev")               # {"accuracy": ..., ...}
+    task.check_split("dev")                   # read only, before training
+
+A split with no examples is refused (ValueError naming its file) by each
+of these; evaluation counts an eval label the train split lacks as wrong.
 
 Tasks: the GLUE names and `spam` (ClassificationTask), `squad` (SpanTask),
 `tagging` (TaggingTask) and `intent_slot` (IntentSlotTask: CoNLL with a
@@ -17,35 +21,25 @@ Tasks: the GLUE names and `spam` (ClassificationTask), `squad` (SpanTask),
 distillation loss can run the student once for both.
 """
 
+import functools
 import os
 
+from absl import logging
 import numpy as np
 import tensorflow as tf
 
+from tfmodels import inference
 from tfmodels.checkpoints.model_dir import Head
 from tfmodels.data import glue, squad, squad_metrics, tagging
 from tfmodels.data.metrics import (glue_metrics, intent_slot_metrics,
                                    token_accuracy)
 from tfmodels.distillation.losses import soft_cross_entropy
-
-_INPUTS = ("input_ids", "input_mask", "segment_ids")
-
-
-def _predict(model, features, keys, batch_size=64):
-  """Model outputs `keys` over numpy features, concatenated."""
-  out = {k: [] for k in keys}
-  n = len(features["input_ids"])
-  for begin in range(0, n, batch_size):
-    batch = {k: tf.constant(v[begin:begin + batch_size])
-             for k, v in model_inputs(features).items()}
-    result = model(batch, training=False)
-    for k in keys:
-      out[k].append(result[k].numpy())
-  return {k: np.concatenate(v) for k, v in out.items()}
+from tfmodels.inference import model_inputs
 
 
-def model_inputs(batch):
-  return {k: batch[k] for k in _INPUTS}
+def _predict(model, features, keys):
+  """Model outputs `keys` over numpy features, in bounded memory."""
+  return inference.predict(model, features, keys, trim=True)
 
 
 def split_file(data_dir, split, extension):
@@ -56,8 +50,49 @@ def split_file(data_dir, split, extension):
   raise ValueError(f"{data_dir}: no {split}.{extension}[.gz]")
 
 
+def _not_empty(count, path, split, what):
+  """ValueError naming the file of a split with nothing in it (a header
+  alone, `"data": []`): tf.data would fail on it deep in a ShuffleDataset,
+  numpy on an empty concatenation, and no metric has a value on it."""
+  if count == 0:
+    raise ValueError(f"{path}: no {what} (an empty {split} split can be "
+                     "neither trained on nor scored)")
+
+
+def _trained_mask(vocabulary, trained):
+  """Bool per vocabulary entry: does the train split label it? None when
+  the train split is absent or labels nothing (then nothing is known)."""
+  trained = set(trained)
+  return np.array([v in trained for v in vocabulary]) if trained else None
+
+
+def _predicted_ids(logits, trained, label_ids, names, split, what):
+  """Argmax of `logits` over the classes the train split labels.
+
+  A vocabulary spans every split, so that a tag only dev has still gets an
+  id; but the model never saw a label of it, so its output is untrained,
+  and a model that happened to rank it first would score those dev
+  examples as right. Restricted to trained classes, an eval label the
+  train split lacks always counts as an error (and is named in a warning).
+  """
+  if logits.shape[-1] != len(names):
+    raise ValueError(f"the model predicts {logits.shape[-1]} {what}s but "
+                     f"the data's splits name {len(names)}: score it on the "
+                     "data it was fine-tuned on")
+  if trained is None or trained.all():
+    return logits.argmax(-1)
+  unseen = [names[i] for i in np.unique(label_ids)
+            if i >= 0 and not trained[i]]
+  if unseen:
+    logging.warning("%s: %d %s(s) the train split never labels count as "
+                    "errors: %s", split, len(unseen), what,
+                    ", ".join(map(str, unseen[:10])))
+  return np.where(trained, logits, -np.inf).argmax(-1)
+
+
 class ClassificationTask:
-  """GLUE-layout classification / regression (and our spam task)."""
+  """GLUE-layout classification / regression (and our spam task). MNLI has
+  no `dev` split: its dev_matched, which finetune scores, stands in."""
 
   def __init__(self, name, data_dir, tokenizer, max_seq_length):
     self.name, self.data_dir = name, data_dir
@@ -68,10 +103,29 @@ class ClassificationTask:
     return Head("classifier", num_classes=1 if self.spec.is_regression
                 else len(self.spec.labels))
 
-  def features(self, split):
+  def _read(self, split):
+    if split == "dev" and split not in self.spec.splits:  # MNLI: matched
+      split = next(s for s in self.spec.splits if s.startswith("dev"))
     examples = glue.read_split(self.spec, self.data_dir, split)
-    return glue.convert_examples(examples, self.tokenizer,
+    _not_empty(len(examples), glue.split_path(self.data_dir, split), split,
+               "examples")
+    return examples
+
+  def check_split(self, split):
+    """Reads `split` (ValueError naming its file if missing or empty)."""
+    self._read(split)
+
+  def features(self, split):
+    return glue.convert_examples(self._read(split), self.tokenizer,
                                  self.max_seq_length, self.spec.labels)
+
+  @functools.cached_property
+  def _trained_labels(self):
+    """Mask of the labels the train split has (None: no train split)."""
+    if not os.path.exists(glue.split_path(self.data_dir, "train")):
+      return None
+    train = glue.read_split(self.spec, self.data_dir, "train")
+    return _trained_mask(self.spec.labels, {e.label for e in train})
 
   def loss(self, model, batch):
     return self.supervised_loss(model(model_inputs(batch), training=True),
@@ -93,7 +147,8 @@ class ClassificationTask:
     features = self.features(split)
     logits = _predict(model, features, ["logits"])["logits"]
     predictions = logits[:, 0] if self.spec.is_regression else (
-        logits.argmax(-1))
+        _predicted_ids(logits, self._trained_labels, features["label_ids"],
+                       self.spec.labels, split, "label"))
     return glue_metrics(self.name, features["label_ids"], predictions)
 
 
@@ -111,8 +166,15 @@ class SpanTask:
     return Head("span")
 
   def _read(self, split, is_training):
-    return squad.read_squad(split_file(self.data_dir, split, "json"),
-                            is_training=is_training, strict=is_training)
+    path = split_file(self.data_dir, split, "json")
+    data = squad.read_squad(path, is_training=is_training,
+                            strict=is_training)
+    _not_empty(len(data.examples), path, split, "questions")
+    return data
+
+  def check_split(self, split):
+    """Reads `split` (ValueError naming its file if missing or empty)."""
+    self._read(split, False)
 
   def _build(self, examples, is_training):
     return squad.build_features(examples, self.tokenizer,
@@ -159,27 +221,41 @@ class TaggingTask:
     self.name, self.data_dir = name, data_dir
     self.tokenizer, self.max_seq_length = tokenizer, max_seq_length
     # The tag set is closed: take it from every split present, so a rare
-    # tag seen only in dev still has an id (and counts as an error).
-    sentences = []
-    for split in ("train", "dev", "test"):
+    # tag seen only in dev still has an id; evaluation never predicts a tag
+    # the train split lacks, so it counts as an error (`_predicted_ids`).
+    train = self._read("train")
+    sentences = list(train)
+    for split in ("dev", "test"):
       try:
         sentences += self._read(split)
       except ValueError:
-        if split == "train":
-          raise
-    self._vocabularies(sentences)
+        pass  # absent (or unreadable: named when the split is used)
+    self._vocabularies(sentences, train)
 
-  def _vocabularies(self, sentences):
+  def _vocabularies(self, sentences, train):
     self.tags = tagging.tag_vocabulary(sentences)
+    self._trained_tags = _trained_mask(self.tags,
+                                       tagging.tag_vocabulary(train))
 
   def _read(self, split):
     return tagging.read_conll(split_file(self.data_dir, split, "conll"))
+
+  def _sentences(self, split):
+    """The split's sentences; ValueError naming its file if it has none."""
+    path = split_file(self.data_dir, split, "conll")
+    sentences = tagging.read_conll(path)
+    _not_empty(len(sentences), path, split, "sentences")
+    return sentences
+
+  def check_split(self, split):
+    """Reads `split` (ValueError naming its file if missing or empty)."""
+    self._sentences(split)
 
   def head(self):
     return Head("tagger", num_classes=len(self.tags))
 
   def features(self, split):
-    return tagging.convert_sentences(self._read(split), self.tokenizer,
+    return tagging.convert_sentences(self._sentences(split), self.tokenizer,
                                      self.max_seq_length, self.tags)
 
   def loss(self, model, batch):
@@ -197,17 +273,22 @@ class TaggingTask:
   def evaluate(self, model, split):
     features = self.features(split)
     logits = _predict(model, features, ["logits"])["logits"]
+    predictions = _predicted_ids(logits, self._trained_tags,
+                                 features["label_ids"], self.tags, split,
+                                 "tag")
     return {"token_accuracy": token_accuracy(
-        features["label_ids"], logits.argmax(-1), features["label_weights"])}
+        features["label_ids"], predictions, features["label_weights"])}
 
 
 class IntentSlotTask(TaggingTask):
   """Joint intent + slot tagging (SNIPS; Brown with genre as the intent and
   POS tags as slots): a `# label = <intent>` on every CoNLL sentence."""
 
-  def _vocabularies(self, sentences):
-    super()._vocabularies(sentences)
+  def _vocabularies(self, sentences, train):
+    super()._vocabularies(sentences, train)
     self.intents = tagging.label_vocabulary(sentences)
+    self._trained_intents = _trained_mask(self.intents,
+                                          tagging.label_vocabulary(train))
     if not self.intents:
       raise ValueError(f"{self.data_dir}: no '# label = <intent>' lines; "
                        "intent_slot needs one before each sentence (plain "
@@ -218,8 +299,9 @@ class IntentSlotTask(TaggingTask):
                 num_slots=len(self.tags))
 
   def features(self, split):
+    sentences = self._sentences(split)
     try:
-      return tagging.convert_sentences(self._read(split), self.tokenizer,
+      return tagging.convert_sentences(sentences, self.tokenizer,
                                        self.max_seq_length, self.tags,
                                        self.intents)
     except ValueError as e:
@@ -241,9 +323,13 @@ class IntentSlotTask(TaggingTask):
   def evaluate(self, model, split):
     features = self.features(split)
     out = _predict(model, features, ["intent_logits", "slot_logits"])
-    return intent_slot_metrics(
-        features["sentence_label_ids"], out["intent_logits"].argmax(-1),
-        features["label_ids"], out["slot_logits"].argmax(-1), self.tags)
+    intents = _predicted_ids(out["intent_logits"], self._trained_intents,
+                             features["sentence_label_ids"], self.intents,
+                             split, "intent")
+    slots = _predicted_ids(out["slot_logits"], self._trained_tags,
+                           features["label_ids"], self.tags, split, "tag")
+    return intent_slot_metrics(features["sentence_label_ids"], intents,
+                               features["label_ids"], slots, self.tags)
 
 
 def _token_loss(logits, batch):

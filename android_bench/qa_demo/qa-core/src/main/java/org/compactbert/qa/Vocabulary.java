@@ -9,6 +9,8 @@ import java.nio.charset.CodingErrorAction;
 import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
 import java.nio.file.Path;
+import java.security.MessageDigest;
+import java.security.NoSuchAlgorithmException;
 import java.util.ArrayList;
 import java.util.Collections;
 import java.util.HashMap;
@@ -105,6 +107,37 @@ public final class Vocabulary {
 
   public int size() {
     return tokens.size();
+  }
+
+  /**
+   * SHA-256 (hex) of the tokens, each followed by {@code "\n"}: what {@code
+   * tfmodels.vocab_record} records, {@code sha256sum vocab.txt} for an ordinary file.
+   */
+  public String sha256() {
+    MessageDigest digest;
+    try {
+      digest = MessageDigest.getInstance("SHA-256");
+    } catch (NoSuchAlgorithmException e) {
+      throw new IllegalStateException(e);  // every Java platform has SHA-256
+    }
+    for (String token : tokens) {
+      digest.update((token + "\n").getBytes(StandardCharsets.UTF_8));
+    }
+    StringBuilder hex = new StringBuilder();
+    for (byte b : digest.digest()) {
+      hex.append(String.format("%02x", b));
+    }
+    return hex.toString();
+  }
+
+  /** "N tokens, sha256 0123456789ab", as the Python commands name a vocabulary. */
+  public String describe() {
+    return size() + " tokens, sha256 " + sha256().substring(0, 12);
+  }
+
+  /** Same tokens in the same order (so the same ids). */
+  public boolean sameTokens(Vocabulary other) {
+    return tokens.equals(other.tokens);
   }
 
   public String token(int id) {

@@ -16,6 +16,7 @@ import android.widget.Spinner;
 import android.widget.TextView;
 import java.io.File;
 import java.io.FileInputStream;
+import java.io.FileNotFoundException;
 import java.io.IOException;
 import java.io.InputStream;
 import java.nio.ByteBuffer;
@@ -27,6 +28,7 @@ import java.util.Locale;
 import java.util.concurrent.ExecutorService;
 import java.util.concurrent.Executors;
 import org.compactbert.qa.Answer;
+import org.compactbert.qa.ModelVocabulary;
 import org.compactbert.qa.QuestionAnswerer;
 import org.compactbert.qa.Vocabulary;
 import org.compactbert.qa.WordPieceTokenizer;
@@ -35,9 +37,11 @@ import org.compactbert.qa.WordPieceTokenizer;
  * Pick a demo passage (or paste your own), ask a question, see the answer highlighted in the
  * passage and how long the model took.
  *
- * <p>The model and vocabulary are {@code qa_model.tflite} and {@code vocab.txt}: first from the
- * app's external files directory (so a new model needs only {@code adb push}), else from the APK's
- * assets. All model work runs on one background thread: the Interpreter is not thread-safe.
+ * <p>The model is {@code qa_model.tflite}: first from the app's external files directory (so a new
+ * model needs only {@code adb push}), else from the APK's assets. Its vocabulary is the one its
+ * metadata carries; a {@code vocab.txt} found the same way must be that one (it is refused
+ * otherwise: {@link ModelVocabulary#choose}). All model work runs on one background thread: the
+ * Interpreter is not thread-safe.
  */
 public final class MainActivity extends Activity {
   static final String MODEL_FILE = "qa_model.tflite";
@@ -140,16 +144,16 @@ public final class MainActivity extends Activity {
     worker.execute(() -> {
       String status;
       try {
+        ByteBuffer model = mapModel();
         if (tokenizer == null) {
-          try (InputStream in = openVocabulary()) {
-            tokenizer = new WordPieceTokenizer(Vocabulary.load(in, VOCAB_FILE), true);
-          }
+          tokenizer = new WordPieceTokenizer(
+              ModelVocabulary.choose(givenVocabulary(), VOCAB_FILE, model, MODEL_FILE), true);
         }
         if (runner != null) {
           runner.close();
           runner = null;
         }
-        runner = new LiteRtModelRunner(mapModel(), numThreads);
+        runner = new LiteRtModelRunner(model, numThreads);
         answerer = new QuestionAnswerer(tokenizer, runner);
         status = getString(R.string.ready, runner.sequenceLength(), numThreads);
       } catch (IOException | RuntimeException e) {
@@ -165,9 +169,23 @@ public final class MainActivity extends Activity {
     });
   }
 
-  private InputStream openVocabulary() throws IOException {
+  /** A vocab.txt pushed or in the assets, or null: the model's own is then used. */
+  private Vocabulary givenVocabulary() throws IOException {
     File pushed = new File(getExternalFilesDir(null), VOCAB_FILE);
-    return pushed.isFile() ? new FileInputStream(pushed) : getAssets().open(VOCAB_FILE);
+    if (pushed.isFile()) {
+      try (InputStream in = new FileInputStream(pushed)) {
+        return Vocabulary.load(in, pushed.getPath());
+      }
+    }
+    InputStream asset;
+    try {
+      asset = getAssets().open(VOCAB_FILE);
+    } catch (FileNotFoundException e) {
+      return null;
+    }
+    try (InputStream in = asset) {
+      return Vocabulary.load(in, VOCAB_FILE);
+    }
   }
 
   /** Memory-maps the model: a pushed file, else the (uncompressed) asset. */

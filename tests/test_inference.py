@@ -1,0 +1,68 @@
+"""tfmodels.inference: the same outputs as one call of the whole model, in
+batches of bounded size that compute only what is asked for."""
+
+import numpy as np
+import pytest
+import tf_keras as keras
+
+from conftest import make_features
+from tfmodels import inference
+from tfmodels.configs import load_config
+from tfmodels.encoders import build_encoder
+from tfmodels.models import (build_classifier, build_intent_slot_model,
+                             build_span_model, build_tagger, outputs_only)
+
+# Rows of different lengths; the longest is shorter than L, so trimming
+# cuts real work.
+IDS = [[2, 14, 33, 7, 51, 3], [2, 9, 3], [2, 5, 6, 7, 3], [2, 3]] * 3
+L = 16
+
+
+@pytest.fixture(scope="module")
+def models():
+  """Every task head on one encoder: MobileBERT, whose 3-gram embedding
+  also reads the position after a token."""
+  config = load_config("tiny_mobilebert")
+  encoder = build_encoder(config)
+  return [(["start_logits", "end_logits"], build_span_model(config, encoder)),
+          (["logits"], build_classifier(config, 3, encoder)),
+          (["intent_logits", "slot_logits"], build_intent_slot_model(
+              config, 4, 5, encoder)),
+          (["logits"], build_tagger(config, 6, encoder))]
+
+
+def test_outputs_only_computes_the_same_and_nothing_else(models):
+  features = make_features(IDS, seq_len=L)
+  for keys, model in models:
+    whole = model(features, training=False)
+    slim = outputs_only(model, keys)
+    assert sorted(slim.output) == sorted(keys)
+    encoder, = [l for l in slim.layers if isinstance(l, keras.Model)]
+    assert "attention_scores" not in encoder.output
+    out = slim(features, training=False)
+    for k in keys:
+      np.testing.assert_allclose(out[k].numpy(), whole[k].numpy(), atol=1e-5)
+
+
+def test_predict_in_small_trimmed_batches_matches_one_call(models):
+  """4 rows a batch, cut after the longest real row + 1 (MobileBERT's
+  3-gram reads the next position): equal at every real position."""
+  features = {k: v.numpy() for k, v in make_features(IDS, seq_len=L).items()}
+  real = features["input_mask"].astype(bool)
+  for keys, model in models:
+    whole = model(features, training=False)
+    got = inference.predict(model, features, keys, trim=True,
+                            max_tokens=4 * L)
+    for k in keys:
+      want = whole[k].numpy()
+      assert got[k].shape == want.shape
+      if want.ndim >= 2 and want.shape[1] == L:  # per position
+        np.testing.assert_allclose(got[k][real], want[real], atol=1e-5)
+      else:
+        np.testing.assert_allclose(got[k], want, atol=1e-5)
+
+
+def test_batches_hold_at_most_max_tokens_positions():
+  assert inference.rows_per_batch(384) == 21
+  assert inference.rows_per_batch(128) == 64
+  assert inference.rows_per_batch(100000) == 1

@@ -1,0 +1,173 @@
+"""qat_report owns the conversions it starts (issue 29): every flag is
+checked before the first one, they die with it, and a re-run after a
+failure redoes only the conversion that is missing, without --overwrite.
+
+The commands run as users run them; a tiny spam classifier (test_qat's
+session fixture) keeps each conversion under a minute on two cores.
+"""
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+from fixtures.converters import tiny_models
+
+
+@pytest.fixture(scope="module")
+def finetuned(tmp_path_factory):
+  """(model_dir, data_dir): test_qat's tiny BERT classifier as a finetune
+  run (its task.json names the task, length and vocabulary, as qat_report
+  needs)."""
+  base = tmp_path_factory.getbasetemp()
+  model_dir = tiny_models.trained_classifier(base, "tiny_bert", 80,
+                                             "bert_classifier")
+
+  def build(path):
+    shutil.copytree(model_dir, path)
+    with open(os.path.join(path, "task.json"), "w") as f:
+      json.dump({"task": "spam", "max_seq_length": tiny_models.SEQ_LENGTH,
+                 "vocab_file": tiny_models.VOCAB}, f)
+  return (tiny_models.cached(base, "qat_report_classifier", build),
+          tiny_models.spam_data(base))
+
+
+def _argv(finetuned, tmp_path, *extra):
+  model_dir, data = finetuned
+  return [sys.executable, "-m", "converters.qat_report", "--model_dir",
+          model_dir, "--data_dir", data, "--work_dir", tmp_path / "work",
+          "--results_dir", tmp_path / "results", "--qat_steps", 2, *extra]
+
+
+def _start(argv, tmp_path, log):
+  return subprocess.Popen(
+      [str(a) for a in argv], stdout=open(tmp_path / log, "w"),
+      stderr=subprocess.STDOUT, text=True, cwd=tiny_models.REPO,
+      env={**tiny_models.env(), "TMPDIR": str(tmp_path / "tmp")})
+
+
+def _conversion(pid, needle="converters.convert_tflite"):
+  """The pid of `pid`'s child whose command line holds `needle`, or None."""
+  for entry in os.listdir("/proc"):
+    if not entry.isdigit():
+      continue
+    try:
+      with open(f"/proc/{entry}/stat") as f:
+        ppid = int(f.read().rsplit(")", 1)[1].split()[1])
+      with open(f"/proc/{entry}/cmdline", "rb") as f:
+        cmdline = f.read().decode(errors="replace")
+    except (FileNotFoundError, ProcessLookupError, IndexError):
+      continue
+    if ppid == pid and needle in cmdline:
+      return int(entry)
+  return None
+
+
+def _gone(pid):
+  try:
+    with open(f"/proc/{pid}/stat") as f:
+      return f.read().rsplit(")", 1)[1].split()[0] == "Z"
+  except FileNotFoundError:
+    return True
+
+
+def _wait_for(condition, what, seconds):
+  deadline = time.monotonic() + seconds
+  while not (found := condition()):
+    if time.monotonic() > deadline:
+      pytest.fail(f"still waiting for {what} after {seconds} s")
+    time.sleep(0.1)
+  return found
+
+
+@pytest.mark.parametrize("flag, line", [
+    (("--qat_batch_size", "-1"), "--qat_batch_size -1: must be >= 1"),
+    (("--qat_learning_rate", "nan"),
+     "--qat_learning_rate nan: give a finite number"),
+    (("--qat_learning_rate", "-1e-5"),
+     "--qat_learning_rate -1e-05: must be > 0"),
+    (("--eval_split", "test"), "no test split (test.*)"),
+])
+def test_bad_flag_is_refused_before_any_conversion(finetuned, tmp_path,
+                                                   flag, line):
+  """Before: --qat_batch_size -1 was found by the second convert_tflite,
+  after a whole PTQ conversion, which stayed in --work_dir."""
+  result = subprocess.run(
+      [str(a) for a in _argv(finetuned, tmp_path, *flag)],
+      capture_output=True, text=True, cwd=tiny_models.REPO,
+      env=tiny_models.env(), timeout=120)
+  assert result.returncode == 1
+  assert "convert_tflite" not in result.stdout  # no conversion started
+  lines = result.stderr.strip().splitlines()
+  assert len(lines) == 1 and lines[0].startswith("error: "), result.stderr
+  assert line in lines[0]
+  assert os.listdir(tmp_path) == []  # nothing written
+
+
+def test_kill_9_takes_the_conversion_with_it(finetuned, tmp_path):
+  (tmp_path / "tmp").mkdir()
+  report = _start(_argv(finetuned, tmp_path), tmp_path, "log")
+  child = None
+  try:
+    child = _wait_for(lambda: _conversion(report.pid), "the conversion", 60)
+    report.kill()
+    report.wait()
+    _wait_for(lambda: _gone(child), "the orphaned conversion to stop", 30)
+  finally:
+    if report.poll() is None:
+      report.kill()
+    if child and not _gone(child):  # before issue 29: still converting
+      os.kill(child, signal.SIGKILL)
+
+
+def test_rerun_after_a_failed_conversion_redoes_only_it(finetuned, tmp_path):
+  """The QAT conversion fails (stopped); the re-run keeps the finished PTQ
+  conversion and needs no --overwrite. It also removes the export scratch
+  a killed conversion left (pid-named, tfmodels.staging.scratch_directory),
+  where tempfile's were left for good."""
+  (tmp_path / "tmp").mkdir()
+  first = _start(_argv(finetuned, tmp_path), tmp_path, "first.log")
+  try:
+    qat = _wait_for(lambda: _conversion(first.pid, "--qat_steps"),
+                    "the QAT conversion (after PTQ)", 240)
+    os.kill(qat, signal.SIGTERM)
+    assert first.wait(timeout=60) == 1
+  finally:
+    if first.poll() is None:
+      first.kill()
+  log = (tmp_path / "first.log").read_text()
+  assert "error: the qat conversion (convert_tflite) " in log
+  ptq_report = tmp_path / "work" / "ptq_standard" / "model_report.json"
+  made = ptq_report.stat().st_mtime_ns
+  assert not (tmp_path / "work" / "qat_standard" / "model_report.json"
+              ).exists()
+  dead = subprocess.Popen(["true"])
+  dead.wait()
+  stale = tmp_path / "tmp" / f"tflite-export-{dead.pid}-abc_12"
+  (stale / "saved_model").mkdir(parents=True)
+
+  second = _start(_argv(finetuned, tmp_path), tmp_path, "second.log")
+  assert second.wait(timeout=400) == 0, (tmp_path / "second.log").read_text()
+  log = (tmp_path / "second.log").read_text()
+  assert "ptq: kept" in log
+  commands = [l for l in log.splitlines() if l.startswith("$ ")]
+  assert len(commands) == 1 and "--qat_steps 2" in commands[0]
+  assert ptq_report.stat().st_mtime_ns == made
+  [row] = json.loads((tmp_path / "results" / "qat.json").read_text())["rows"]
+  assert row["qat_steps"] == 2 and row["recipe"] == "standard"
+  assert not stale.exists()
+  # A finished conversion made with other flags is the user's: refused
+  # before any work, as convert_tflite refuses existing files.
+  third = subprocess.run(
+      [str(a) for a in _argv(finetuned, tmp_path, "--qat_steps", 3)],
+      capture_output=True, text=True, cwd=tiny_models.REPO,
+      env=tiny_models.env(), timeout=120)
+  assert third.returncode == 1 and "$ " not in third.stdout
+  assert third.stderr.strip().endswith(
+      "qat_standard holds a conversion made with other flags (pass "
+      "--overwrite)")

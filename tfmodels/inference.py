@@ -1,0 +1,80 @@
+"""Running a model over many examples in memory that does not grow with them.
+
+Our models return every encoder output (hidden states, per-head attention
+scores, ...) beside the head's. Called on 64 rows at L = 384, a MiniLM
+holds 64 x 12 x 384 x 384 floats of scores per layer until the call ends:
+~7 GB for a dev set it only scores. Here the model computes only the
+outputs asked for (`outputs_only`: each layer's tensors are freed once
+used), on batches of at most MAX_TOKENS positions, and with `trim` on the
+real rows only: a batch is cut after its longest row (plus one padding
+position, which MobileBERT's 3-gram embedding reads), as no metric reads
+the outputs at padding.
+
+    for rows, outputs in output_batches(model, features, ["start_logits"]):
+      ...
+    predict(model, features, ["start_logits", "end_logits"], trim=True)
+"""
+
+import numpy as np
+import tensorflow as tf
+
+from tfmodels.models import outputs_only
+
+INPUTS = ("input_ids", "input_mask", "segment_ids")
+MAX_TOKENS = 8192  # positions per batch: 21 rows at L = 384, 64 at L = 128
+MAX_ROWS = 64
+
+
+def model_inputs(features):
+  """The encoder's inputs of a feature dict (labels and the rest left)."""
+  return {k: features[k] for k in INPUTS}
+
+
+def rows_per_batch(seq_length, max_tokens=MAX_TOKENS, max_rows=MAX_ROWS):
+  return max(1, min(max_rows, max_tokens // max(seq_length, 1)))
+
+
+def _sequence_outputs(model, keys):
+  """The `keys` whose second dimension is the sequence (any length) when
+  `model` takes any length; None when it takes one length only."""
+  if not getattr(model, "_is_graph_network", False) or any(
+      len(t.shape) != 2 or t.shape[1] is not None
+      for t in tf.nest.flatten(model.inputs)):
+    return None
+  return {k for k in keys if len(model.output[k].shape) >= 2
+          and model.output[k].shape[1] is None}
+
+
+def output_batches(model, features, keys, trim=False,
+                   max_tokens=MAX_TOKENS):
+  """Yields (rows slice, {key: numpy outputs}) batch by batch. With `trim`
+  (and a model that takes any length), positions after a batch's longest
+  row + 1 are not run, and sequence outputs are zero there."""
+  model_of_keys = outputs_only(model, keys)
+  inputs = model_inputs(features)
+  n = len(inputs["input_ids"])
+  seq_length = np.shape(inputs["input_ids"])[1] if n else 0
+  sequence = _sequence_outputs(model_of_keys, keys) if trim else None
+  step = rows_per_batch(seq_length, max_tokens)
+  for begin in range(0, n, step):
+    rows = slice(begin, min(n, begin + step))
+    length = seq_length
+    if sequence is not None:
+      longest = int(np.asarray(inputs["input_mask"][rows]).sum(-1).max())
+      length = min(seq_length, longest + 1)
+    result = model_of_keys({k: tf.constant(np.asarray(v[rows])[:, :length])
+                            for k, v in inputs.items()}, training=False)
+    out = {k: result[k].numpy() for k in keys}
+    for k in sequence or ():
+      pad = [(0, 0), (0, seq_length - length)] + [(0, 0)] * (out[k].ndim - 2)
+      out[k] = np.pad(out[k], pad)
+    yield rows, out
+
+
+def predict(model, features, keys, trim=False, max_tokens=MAX_TOKENS):
+  """{key: outputs over every row}, concatenated."""
+  out = {k: [] for k in keys}
+  for _, batch in output_batches(model, features, keys, trim, max_tokens):
+    for k, value in batch.items():
+      out[k].append(value)
+  return {k: np.concatenate(v) for k, v in out.items()}
