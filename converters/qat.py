@@ -282,7 +282,7 @@ class QuantizationAware(tf.Module):
   def calibrate(self, features, batch_size=16):
     """Sets every activation range to its min / max over `features`, as
     post-training calibration does."""
-    from tfmodels.training.tasks import model_inputs
+    from tfmodels.inference import model_inputs
     self.mode = "calibrate"
     try:
       for batch in _batches(model_inputs(features), batch_size):
@@ -318,7 +318,7 @@ def _batches(features, batch_size):
 def mean_loss(qat, task, features, batch_size=32):
   """The task loss of the fake-quantized model (inference ranges, no
   dropout) over `features`."""
-  from tfmodels.training.tasks import model_inputs
+  from tfmodels.inference import model_inputs
   total, n = 0.0, 0
   for batch in _batches(features, batch_size):
     outputs = qat(model_inputs(batch), training=False)

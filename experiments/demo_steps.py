@@ -85,7 +85,17 @@ SCALES = {
                   teacher_learning_rate=1e-4, carved_learning_rate=2e-4,
                   recover_steps=30, calibration_examples=128,
                   calibration_samples=64, bench_threads="1,2",
-                  bench_runs=20, questions=20),
+                  bench_runs=20, questions=20,
+                  # Peaks of a fresh-clone `make demo` (2026-11-26),
+                  # rounded up to 100 MB: README, "Memory".
+                  step_memory_mb={
+                      "teacher": 1200, "teacher_qa": 2000,
+                      "teacher_spam": 2000, "carve_qa": 2100,
+                      "carve_spam": 1800, "carved_qa": 1600,
+                      "carved_spam": 1600, "convert_carved_qa": 1800,
+                      "convert_carved_spam": 1800,
+                      "convert_teacher_qa": 2300, "app": 1000,
+                      "bench_host": 100}),
     "tiny": Scale(MINILM, qa_seq_length=64,
                   qa_export_length=384,  # the Task Library's length
                   spam_seq_length=32, teacher_qa_steps=3,
@@ -161,7 +171,9 @@ def build_steps(scale, layout, phone=None):
   slice_steps, task_data = data_dirs(scale, layout)
   steps += slice_steps
   data_inputs = tuple(s.output for s in slice_steps)
-  steps.append(import_step(layout.run("teacher"), teacher=scale.teacher))
+  steps.append(dataclasses.replace(
+      import_step(layout.run("teacher"), teacher=scale.teacher),
+      memory_mb=memory.get("teacher")))
 
   def finetune(model, task):
     """The teacher from its pretrained weights; the carved student from

@@ -114,6 +114,9 @@ def test_demo_chain(tmp_path):
       "teacher", "teacher_qa", "carve_qa", "carved_qa", "convert_carved_qa",
       "app", "teacher_spam", "carve_spam", "carved_spam",
       "convert_carved_spam", "convert_teacher_qa", "bench_host", "report"]
+  # The scheduler's memory budget knows every step's measured peak.
+  assert {n for n, s in by_name.items() if s.memory_mb} == set(by_name) - {
+      "report"}
   # Every step belongs to a stage; stage names are what --force takes.
   staged = {n for names in demo.STAGES.values() for n in names}
   assert set(by_name) <= staged

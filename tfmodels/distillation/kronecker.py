@@ -83,7 +83,7 @@ def finetuning_loss(student, teacher, task, intermediate="all"):
   the prediction layer's soft targets and the task loss only (Hinton et
   al.'s distillation, TinyBERT's prediction-layer stage).
   """
-  from tfmodels.training.tasks import model_inputs
+  from tfmodels.inference import model_inputs
   if intermediate not in TASK_KD_NEEDS:
     raise ValueError(f"intermediate must be one of {sorted(TASK_KD_NEEDS)},"
                      f" got {intermediate!r}")
