@@ -32,7 +32,7 @@ from converters.native_output import native_output_to
 
 # The one list of modes (commands, benchmark and reports take it from here).
 MODES = ("float32", "float16", "dynamic", "int8", "int16x8")
-INTEGER_MODES = ("int8", "int16x8")
+INTEGER_MODES = ("int8", "int16x8")  # calibrated on a representative set
 INT8_RECIPES = ("xnnpack", "standard")  # the first is the default
 
 
@@ -51,6 +51,12 @@ def parse_mode_label(label):
     return mode, recipe
   raise ValueError(f"unknown mode {label!r}; modes are "
                    f"{', '.join(mode_labels())}")
+
+
+def calibrated(label):
+  """Whether the mode (or `mode_labels()` name) needs calibration samples:
+  its mode is one of INTEGER_MODES."""
+  return parse_mode_label(label)[0] in INTEGER_MODES
 
 
 class ConversionError(ValueError):
