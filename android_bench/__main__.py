@@ -20,6 +20,7 @@ and the tables.
 """
 
 import contextlib
+import dataclasses
 import json
 import os
 import shlex
@@ -27,6 +28,7 @@ import sys
 
 from absl import app, flags
 
+from tfmodels.command_options import from_flags
 from tfmodels.flag_checks import refuse_nonfinite_floats
 
 FLAGS = flags.FLAGS
@@ -91,13 +93,56 @@ flags.DEFINE_bool("overwrite", False, "report: replace an existing --output.")
 COMMANDS = ("devices", "run", "parse", "report")
 
 
+@dataclasses.dataclass(frozen=True)
+class BenchOptions:
+  """The command line, one field per flag (the flags' help says what each
+  means; a subcommand reads the ones it uses). `main` builds it with
+  `command_options.from_flags`, other callers with
+  `command_options.with_defaults(BenchOptions, **values)`."""
+  # Where the device is.
+  adb: str
+  adb_server_port: int | None
+  serial: str | None
+  # run
+  target: str
+  benchmark_binary: str | None
+  threads: tuple  # thread counts, as given (strings)
+  delegates: tuple
+  repeats: int
+  warmup_runs: int
+  num_runs: int
+  min_secs: float | None
+  max_secs: float | None
+  cpu_mask: str | None
+  timeout: float
+  reconnect_wait: float
+  cool_below_c: float | None
+  throttled_status: int
+  cool_timeout_s: float
+  cool_poll_s: float
+  op_profiling: bool
+  peak_memory: bool
+  benchmark_args: str
+  auto_value_ranges: bool
+  keep: bool
+  remote_dir: str
+  results_dir: str
+  name: str | None
+  plot: bool
+  # parse / report / devices
+  json: bool
+  compare: bool
+  output: str | None
+  overwrite: bool
+
+
 def _fail(message):
   sys.exit(f"error: {message}")
 
 
-def _adb(serial=None):
+def _adb(options, serial=None):
   from android_bench.adb import Adb
-  return Adb(FLAGS.adb, serial, FLAGS.adb_server_port)
+  return Adb(options.adb, serial, options.adb_server_port)
 
 
 def _mhz(freqs):
@@ -112,21 +157,22 @@ def _mhz(freqs):
   return " ".join(f"{m}x{n}" for m, n in groups) or "-"
 
 
-def cmd_devices(args):
+def cmd_devices(options, args):
   from android_bench import device_info
   from android_bench.adb import AdbError
   if args:
     _fail(f"devices takes no arguments (got {' '.join(args)})")
-  _check_adb_flags()
-  adb = _adb()
+  _check_adb_flags(options)
+  adb = _adb(options)
   try:
     listed = adb.devices()
     for entry in listed:
       if entry["state"] == "device":
-        entry.update(device_info.adb_device_facts(_adb(entry["serial"])))
+        entry.update(device_info.adb_device_facts(
+            _adb(options, entry["serial"])))
   except AdbError as e:
     _fail(str(e))
-  if FLAGS.json:
+  if options.json:
     print(json.dumps(listed, indent=1))
   elif not listed:
     _fail("no device attached (adb devices lists none); connect a phone or "
@@ -149,60 +195,61 @@ def cmd_devices(args):
     sys.exit(1)
 
 
-def _settings():
+def _settings(options):
   from android_bench.runner import DELEGATE_FLAGS, Settings
   try:
-    threads = tuple(int(t) for t in FLAGS.threads)
+    threads = tuple(int(t) for t in options.threads)
   except ValueError:
-    _fail(f"--threads {','.join(FLAGS.threads)}: give integers")
+    _fail(f"--threads {','.join(options.threads)}: give integers")
   if not threads or min(threads) < 1:
     _fail("--threads: give thread counts >= 1")
-  for delegate in FLAGS.delegates:
+  for delegate in options.delegates:
     if delegate not in DELEGATE_FLAGS:
       _fail(f"--delegates {delegate}: use {', '.join(DELEGATE_FLAGS)}")
-  if FLAGS.repeats < 1 or FLAGS.num_runs < 1 or FLAGS.warmup_runs < 0:
+  if options.repeats < 1 or options.num_runs < 1 or options.warmup_runs < 0:
     _fail("--repeats and --num_runs must be >= 1, --warmup_runs >= 0")
-  _check_seconds()
-  if not FLAGS.remote_dir.startswith("/"):
-    _fail(f"--remote_dir {FLAGS.remote_dir!r}: give an absolute device "
+  _check_seconds(options)
+  if not options.remote_dir.startswith("/"):
+    _fail(f"--remote_dir {options.remote_dir!r}: give an absolute device "
           "directory, e.g. /data/local/tmp")
-  if FLAGS.cpu_mask and FLAGS.cpu_mask != "big":
+  if options.cpu_mask and options.cpu_mask != "big":
     from android_bench.device_info import parse_mask
     try:
-      parse_mask(FLAGS.cpu_mask)
+      parse_mask(options.cpu_mask)
     except ValueError:
-      _fail(f"--cpu_mask {FLAGS.cpu_mask}: give a hex mask like f0, or big")
-  _check_cooling_flags()
+      _fail(f"--cpu_mask {options.cpu_mask}: give a hex mask like f0, or big")
+  _check_cooling_flags(options)
   try:
-    extra = tuple(shlex.split(FLAGS.benchmark_args))
+    extra = tuple(shlex.split(options.benchmark_args))
   except ValueError as e:
     _fail(f"--benchmark_args: {e}")
   return Settings(
-      threads=threads, delegates=tuple(FLAGS.delegates),
-      repeats=FLAGS.repeats, warmup_runs=FLAGS.warmup_runs,
-      num_runs=FLAGS.num_runs, min_secs=FLAGS.min_secs,
-      max_secs=FLAGS.max_secs, cpu_mask=FLAGS.cpu_mask,
-      timeout_s=FLAGS.timeout, op_profiling=FLAGS.op_profiling,
-      peak_memory=FLAGS.peak_memory, extra_args=extra, keep=FLAGS.keep,
-      remote_dir=FLAGS.remote_dir, reconnect_wait_s=FLAGS.reconnect_wait,
-      auto_value_ranges=FLAGS.auto_value_ranges,
-      cool_below_c=FLAGS.cool_below_c, throttled_status=FLAGS.throttled_status,
-      cool_timeout_s=FLAGS.cool_timeout_s, cool_poll_s=FLAGS.cool_poll_s)
+      threads=threads, delegates=tuple(options.delegates),
+      repeats=options.repeats, warmup_runs=options.warmup_runs,
+      num_runs=options.num_runs, min_secs=options.min_secs,
+      max_secs=options.max_secs, cpu_mask=options.cpu_mask,
+      timeout_s=options.timeout, op_profiling=options.op_profiling,
+      peak_memory=options.peak_memory, extra_args=extra, keep=options.keep,
+      remote_dir=options.remote_dir, reconnect_wait_s=options.reconnect_wait,
+      auto_value_ranges=options.auto_value_ranges,
+      cool_below_c=options.cool_below_c,
+      throttled_status=options.throttled_status,
+      cool_timeout_s=options.cool_timeout_s, cool_poll_s=options.cool_poll_s)
 
 
-def _check_seconds():
+def _check_seconds(options):
   """Durations: finite, not negative; a cell's --timeout above zero."""
   for flag in ("timeout", "reconnect_wait", "min_secs", "max_secs"):
-    value = FLAGS[flag].value
+    value = getattr(options, flag)
     if value is None:  # min_secs, max_secs: the tool's default
       continue
     if not 0 <= value < float("inf") or (flag == "timeout" and value == 0):
       _fail(f"--{flag} {value:g}: give seconds "
             + ("> 0" if flag == "timeout" else ">= 0"))
-  if FLAGS.min_secs is not None and FLAGS.max_secs is not None and \
-      FLAGS.max_secs < FLAGS.min_secs:
-    _fail(f"--max_secs {FLAGS.max_secs:g} is below --min_secs "
-          f"{FLAGS.min_secs:g}")
+  if options.min_secs is not None and options.max_secs is not None and \
+      options.max_secs < options.min_secs:
+    _fail(f"--max_secs {options.max_secs:g} is below --min_secs "
+          f"{options.min_secs:g}")
 
 
 def _check_output(path, flag):
@@ -216,28 +263,28 @@ def _check_output(path, flag):
     _fail(str(e))
 
 
-def _check_adb_flags():
-  port = FLAGS.adb_server_port
+def _check_adb_flags(options):
+  port = options.adb_server_port
   if port is not None and not 0 < port < 65536:
     _fail(f"--adb_server_port {port}: give a TCP port, 1..65535")
 
 
-def _check_cooling_flags():
+def _check_cooling_flags(options):
   from android_bench.thermal import STATUS_NAMES
-  limit = FLAGS.cool_below_c
+  limit = options.cool_below_c
   if limit is not None and not 0 < limit < 1000:
     _fail(f"--cool_below_c {limit:g}: give a temperature in degrees C "
           f"above 0, e.g. 40")
-  if not 1 <= FLAGS.throttled_status < len(STATUS_NAMES):
-    _fail(f"--throttled_status {FLAGS.throttled_status}: give 1 (light) .. "
+  if not 1 <= options.throttled_status < len(STATUS_NAMES):
+    _fail(f"--throttled_status {options.throttled_status}: give 1 (light) .. "
           f"{len(STATUS_NAMES) - 1} ({STATUS_NAMES[-1]})")
-  if not 0 <= FLAGS.cool_timeout_s < float("inf"):
-    _fail(f"--cool_timeout_s {FLAGS.cool_timeout_s:g}: give seconds >= 0")
-  if not 0 < FLAGS.cool_poll_s < float("inf"):
-    _fail(f"--cool_poll_s {FLAGS.cool_poll_s:g}: give seconds > 0")
+  if not 0 <= options.cool_timeout_s < float("inf"):
+    _fail(f"--cool_timeout_s {options.cool_timeout_s:g}: give seconds >= 0")
+  if not 0 < options.cool_poll_s < float("inf"):
+    _fail(f"--cool_poll_s {options.cool_poll_s:g}: give seconds > 0")
 
 
-def cmd_run(args):
+def cmd_run(options, args):
   from android_bench import report, results
   from android_bench.adb import AdbError, choose_device
   from android_bench.model_facts import ModelError, find_models
@@ -245,26 +292,26 @@ def cmd_run(args):
                                     device_lock, run_matrix)
   if not args:
     _fail("run: give .tflite files or directories holding them")
-  settings = _settings()
-  _check_adb_flags()
-  _check_output(FLAGS.results_dir, "--results_dir")
+  settings = _settings(options)
+  _check_adb_flags(options)
+  _check_output(options.results_dir, "--results_dir")
   try:
     models = find_models(args)
   except ModelError as e:
     _fail(str(e))
   if not models:
     _fail(f"no .tflite files in {' '.join(args)}")
-  binary = FLAGS.benchmark_binary
+  binary = options.benchmark_binary
   if binary and not os.path.isfile(binary):
     _fail(f"--benchmark_binary {binary}: no such file")
   held = contextlib.ExitStack()
-  if FLAGS.target == "adb":
+  if options.target == "adb":
     if not binary:
       _fail("--target adb needs --benchmark_binary (LiteRT's benchmark_model "
             "for the device's ABI; BUILD_NOTES.md says where to get it)")
     try:
-      adb = _adb()
-      adb.serial = choose_device(adb, FLAGS.serial)
+      adb = _adb(options)
+      adb.serial = choose_device(adb, options.serial)
       held.enter_context(device_lock(adb.serial))
       target = AdbTarget(adb, binary, settings)
       target.facts()
@@ -275,16 +322,16 @@ def cmd_run(args):
     target = HostTarget(settings, binary)
   with held:
     try:
-      run, path = run_matrix(target, models, settings, FLAGS.results_dir,
-                             argv=sys.argv, name=FLAGS.name, binary=binary)
+      run, path = run_matrix(target, models, settings, options.results_dir,
+                             argv=sys.argv, name=options.name, binary=binary)
     except AdbError as e:
       _fail(str(e))
     except KeyboardInterrupt:
-      _fail(f"interrupted; what was measured is in {FLAGS.results_dir}")
+      _fail(f"interrupted; what was measured is in {options.results_dir}")
   print()
   print(report.markdown_table([run]), end="")
   outputs = [path]
-  if FLAGS.plot and any(r.get("latency_ms") for r in report.summarize(run)):
+  if options.plot and any(r.get("latency_ms") for r in report.summarize(run)):
     plot = os.path.splitext(path)[0] + ".png"
     report.plot_latency([run], plot)
     outputs.append(plot)
@@ -292,7 +339,7 @@ def cmd_run(args):
   failed = [c for c in run["cells"] if c["status"] != "ok"]
   if failed:
     sys.exit(f"error: {len(failed)} of {len(run['cells'])} cells did not "
-             f"finish ({results.run_path(FLAGS.results_dir, run)} keeps the "
+             f"finish ({results.run_path(options.results_dir, run)} keeps the "
              f"rest)")
 
 
@@ -339,7 +386,7 @@ def _summary_lines(parsed):
   return lines
 
 
-def cmd_parse(args):
+def cmd_parse(options, args):
   from android_bench.output_parser import parse_output, split_sessions
   if not args:
     _fail("parse: give a saved benchmark_model output file")
@@ -355,7 +402,7 @@ def cmd_parse(args):
       _fail(f"{path}: no benchmark_model output found")
     for i, parsed in enumerate(sessions):
       parsed_all.append(dict(parsed, file=path, session=i))
-  if FLAGS.json:
+  if options.json:
     print(json.dumps(parsed_all[0] if len(parsed_all) == 1 else parsed_all,
                      indent=1))
     return
@@ -366,38 +413,38 @@ def cmd_parse(args):
       print("  " + line)
 
 
-def cmd_report(args):
+def cmd_report(options, args):
   from android_bench import report
   from android_bench.results import ResultsError, find_runs, load_run
   paths = find_runs(args)
   if not paths:
     _fail("report: give run JSON files or a results directory")
-  if FLAGS.output:
-    if os.path.exists(FLAGS.output) and not FLAGS.overwrite:
-      _fail(f"--output {FLAGS.output} exists (pass --overwrite)")
-    _check_output(FLAGS.output, "--output")
+  if options.output:
+    if os.path.exists(options.output) and not options.overwrite:
+      _fail(f"--output {options.output} exists (pass --overwrite)")
+    _check_output(options.output, "--output")
     from tfmodels.staging import OutputError, lock_until_exit
     try:  # one writer of the report
-      lock_until_exit(FLAGS.output, "--output")
+      lock_until_exit(options.output, "--output")
     except OutputError as e:
       _fail(str(e))
   try:
     runs = [load_run(p) for p in paths]
   except ResultsError as e:
     _fail(str(e))
-  if FLAGS.compare and len(runs) != 2:
+  if options.compare and len(runs) != 2:
     _fail(f"--compare needs exactly two runs, got {len(runs)}")
   text = "## Latency\n\n" + report.markdown_table(runs)
   pairs = None
-  if FLAGS.compare:
+  if options.compare:
     table, pairs = report.compare(runs[0], runs[1])
     text = "## Comparison (B / A, below 1 is faster)\n\n" + table + "\n" + text
   print(text, end="")
-  if not FLAGS.output:
+  if not options.output:
     print("\n(pass --output DIR for report.md and PNG plots)")
     return
   from tfmodels.staging import staged_directory
-  with staged_directory(FLAGS.output) as staging:
+  with staged_directory(options.output) as staging:
     with open(os.path.join(staging, "report.md"), "w") as f:
       f.write("# android_bench report\n\n" + text)
     written = ["report.md"]
@@ -407,15 +454,17 @@ def cmd_report(args):
         pairs, os.path.join(staging, "compare.png"),
         f"{report.run_label(runs[1])} vs {report.run_label(runs[0])}"):
       written.append("compare.png")
-  print(f"\nwrote {', '.join(os.path.join(FLAGS.output, w) for w in written)}")
+  print("\nwrote " + ", ".join(os.path.join(options.output, w)
+                                for w in written))
 
 
 def main(argv):
   if len(argv) < 2 or argv[1] not in COMMANDS:
     _fail(f"give a command: {', '.join(COMMANDS)}")
-  refuse_nonfinite_floats()
+  refuse_nonfinite_floats(FLAGS)
+  options = from_flags(BenchOptions, FLAGS)
   {"devices": cmd_devices, "run": cmd_run, "parse": cmd_parse,
-   "report": cmd_report}[argv[1]](argv[2:])
+   "report": cmd_report}[argv[1]](options, argv[2:])
 
 
 def run():

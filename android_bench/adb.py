@@ -94,7 +94,8 @@ class Adb:
     """`adb devices -l` as dicts: serial, state and the -l key:value fields."""
     status, out = self.run(["devices", "-l"], 60, device=False)
     if status != 0:
-      raise AdbError(f"adb devices failed: {out.strip().splitlines()[-1]}")
+      last = (out.strip().splitlines() or [f"exit status {status}"])[-1]
+      raise AdbError(f"{self.binary} devices failed: {last}")
     found = []
     for line in out.splitlines():
       if not line.strip() or line.startswith(("List of devices", "*")):

@@ -27,6 +27,7 @@ error line and exit status 1, like a tool built without them. Unknown flags
 are reported as unconsumed and ignored, as the real tool does.
 """
 
+import dataclasses
 import os
 import resource
 import sys
@@ -36,6 +37,7 @@ import time
 from absl import app, flags
 
 from converters.delegates import delegate_coverage
+from tfmodels.command_options import from_flags
 from tfmodels.flag_checks import nonfinite_float_flag
 
 FLAGS = flags.FLAGS
@@ -65,6 +67,32 @@ flags.DEFINE_string("input_layer_value_range", "", "name,low,high[:...] "
 flags.DEFINE_bool("verbose", False, "Print every parameter.")
 
 _XNNPACK = "TfLiteXNNPackDelegate"
+
+
+@dataclasses.dataclass(frozen=True)
+class BenchmarkOptions:
+  """The tool's known flags, one field per flag (the flags' help says what
+  each means). `main` parses them and builds this with
+  `command_options.from_flags`; other callers use
+  `command_options.with_defaults(BenchmarkOptions, **values)`."""
+  graph: str
+  num_threads: int
+  num_runs: int
+  min_secs: float
+  max_secs: float
+  warmup_runs: int
+  warmup_min_secs: float
+  run_delay: float
+  use_xnnpack: bool
+  use_gpu: bool
+  use_nnapi: bool
+  enable_op_profiling: bool
+  report_peak_memory_footprint: bool
+  memory_footprint_check_interval_ms: int
+  input_layer: str
+  input_layer_shape: str
+  input_layer_value_range: str
+  verbose: bool
 
 
 def log(message):
@@ -141,15 +169,16 @@ def max_rss_mb():
   return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
 
 
-def input_layer_info(num_inputs):
-  """[(name, shape, value range or None)] per input from --input_layer*, or
-  None without --input_layer. Raises ValueError with the tool's complaint:
-  like the tool, a value range must name an --input_layer entry, which must
-  list every input (matched by position) with a shape."""
-  names = [n for n in FLAGS.input_layer.split(",") if n]
-  shapes = [s for s in FLAGS.input_layer_shape.split(":") if s]
+def input_layer_info(options, num_inputs):
+  """[(name, shape, value range or None)] per input from --input_layer*
+  (`options`' fields of those names), or None without --input_layer. Raises
+  ValueError with the tool's complaint: like the tool, a value range must
+  name an --input_layer entry, which must list every input (matched by
+  position) with a shape."""
+  names = [n for n in options.input_layer.split(",") if n]
+  shapes = [s for s in options.input_layer_shape.split(":") if s]
   ranges = {}
-  for item in filter(None, FLAGS.input_layer_value_range.split(":")):
+  for item in filter(None, options.input_layer_value_range.split(":")):
     fields = item.split(",")
     if len(fields) != 3:
       raise ValueError(f"Wrong input value range item specified: {item}")
@@ -162,15 +191,16 @@ def input_layer_info(num_inputs):
                        f"specified: {item}")
     if fields[0] not in names:
       raise ValueError(f"Cannot find the corresponding input_layer name("
-                       f"{fields[0]}) in --input_layer as {FLAGS.input_layer}")
+                       f"{fields[0]}) in --input_layer as "
+                       f"{options.input_layer}")
     ranges[fields[0]] = (low, high)
   if not names:
     return None
   if len(names) != len(shapes):
     raise ValueError(f"The number of items in --input_layer_shape "
-                     f"({FLAGS.input_layer_shape}, with {len(shapes)} items)"
+                     f"({options.input_layer_shape}, with {len(shapes)} items)"
                      f" must match the number of items in --input_layer "
-                     f"({FLAGS.input_layer}, with {len(names)} items).")
+                     f"({options.input_layer}, with {len(names)} items).")
   if len(names) != num_inputs:
     raise ValueError(f"Inputs mismatch: Model inputs #:{len(names)} "
                      f"expected: {num_inputs}")
@@ -223,63 +253,61 @@ def _run_loop(interpreter, inputs, details, min_runs, min_secs, max_secs,
   return stat
 
 
-def benchmark(unconsumed=()):
-  """Runs the benchmark the flags describe; returns the exit status."""
-  nonfinite = nonfinite_float_flag()
-  if nonfinite:  # the tool's own error format; the harness parses it
-    print(f"ERROR: {nonfinite}", file=sys.stderr)
-    return 1
+def benchmark(options, unconsumed=()):
+  """Runs the benchmark `options` (a BenchmarkOptions) describe; returns the
+  exit status. `unconsumed`: the command line's unknown flags, logged."""
   import numpy as np
   start_rss = max_rss_mb()
   log("STARTING!")
-  log(f"Log parameter values verbosely: [{int(FLAGS.verbose)}]")
-  log(f"Min num runs: [{FLAGS.num_runs}]")
-  log(f"Num threads: [{FLAGS.num_threads}]")
-  log(f"Min warmup runs: [{FLAGS.warmup_runs}]")
-  log(f"Graph: [{FLAGS.graph}]")
-  log(f"Enable op profiling: [{int(FLAGS.enable_op_profiling)}]")
-  log(f"#threads used for CPU inference: [{FLAGS.num_threads}]")
-  log(f"Use xnnpack: [{int(FLAGS.use_xnnpack)}]")
-  if FLAGS.report_peak_memory_footprint:
+  log(f"Log parameter values verbosely: [{int(options.verbose)}]")
+  log(f"Min num runs: [{options.num_runs}]")
+  log(f"Num threads: [{options.num_threads}]")
+  log(f"Min warmup runs: [{options.warmup_runs}]")
+  log(f"Graph: [{options.graph}]")
+  log(f"Enable op profiling: [{int(options.enable_op_profiling)}]")
+  log(f"#threads used for CPU inference: [{options.num_threads}]")
+  log(f"Use xnnpack: [{int(options.use_xnnpack)}]")
+  if options.report_peak_memory_footprint:
     log("Report the peak memory footprint: [1]")
   if unconsumed:
     log(f"Unconsumed cmdline flags: {' '.join(unconsumed)}")
-  if not FLAGS.graph:
+  if not options.graph:
     print("ERROR: Please specify the name of your TF Lite input file with "
           "--graph", file=sys.stderr)
     return 1
   for flag, name in (("use_gpu", "GPU"), ("use_nnapi", "NNAPI")):
-    if FLAGS[flag].value:
+    if getattr(options, flag):
       print(f"ERROR: the {name} delegate is not available in the "
             f"ai_edge_litert host runner (Android only).", file=sys.stderr)
       return 1
-  if FLAGS.enable_op_profiling:
+  if options.enable_op_profiling:
     print("WARNING: op profiling is not available in the ai_edge_litert host "
           "runner; timings are whole-model only.", file=sys.stderr)
   monitor = None
-  if FLAGS.report_peak_memory_footprint:
-    monitor = PeakMemoryMonitor(FLAGS.memory_footprint_check_interval_ms / 1e3)
+  if options.report_peak_memory_footprint:
+    monitor = PeakMemoryMonitor(
+        options.memory_footprint_check_interval_ms / 1e3)
     monitor.start()
 
   from ai_edge_litert import interpreter as litert
   init_begin = time.perf_counter()
   try:
-    with open(FLAGS.graph, "rb") as f:
+    with open(options.graph, "rb") as f:
       model = f.read()
   except OSError as e:
-    print(f"ERROR: Could not load model {FLAGS.graph}: {e.strerror}",
+    print(f"ERROR: Could not load model {options.graph}: {e.strerror}",
           file=sys.stderr)
     return 1
-  log(f"Loaded model {FLAGS.graph}")
-  resolver = (litert.OpResolverType.AUTO if FLAGS.use_xnnpack else
+  log(f"Loaded model {options.graph}")
+  resolver = (litert.OpResolverType.AUTO if options.use_xnnpack else
               litert.OpResolverType.BUILTIN_WITHOUT_DEFAULT_DELEGATES)
   try:
     interpreter = litert.Interpreter(
         model_content=model, experimental_op_resolver_type=resolver,
-        num_threads=FLAGS.num_threads if FLAGS.num_threads > 0 else None)
+        num_threads=options.num_threads if options.num_threads > 0 else None)
     details = interpreter.get_input_details()
     try:
-      layers = input_layer_info(len(details))
+      layers = input_layer_info(options, len(details))
     except ValueError as e:
       print(f"ERROR: {e}", file=sys.stderr)
       return 1
@@ -310,10 +338,11 @@ def benchmark(unconsumed=()):
   ranges = [r for _, _, r in layers] if layers else [None] * len(details)
   inputs = random_inputs(details, ranges, np.random.default_rng(0))
   try:
-    warmup = _run_loop(interpreter, inputs, details, FLAGS.warmup_runs,
-                       FLAGS.warmup_min_secs, FLAGS.max_secs, FLAGS.run_delay)
-    regular = _run_loop(interpreter, inputs, details, FLAGS.num_runs,
-                        FLAGS.min_secs, FLAGS.max_secs, FLAGS.run_delay)
+    warmup = _run_loop(interpreter, inputs, details, options.warmup_runs,
+                       options.warmup_min_secs, options.max_secs,
+                       options.run_delay)
+    regular = _run_loop(interpreter, inputs, details, options.num_runs,
+                        options.min_secs, options.max_secs, options.run_delay)
   except (ValueError, RuntimeError) as e:
     print(f"ERROR: Failed to invoke the interpreter: {e}", file=sys.stderr)
     return 1
@@ -334,28 +363,37 @@ def benchmark(unconsumed=()):
   return 0
 
 
-def main(argv):
-  sys.exit(benchmark(argv[1:]))
+def main(argv=None):
+  """The tool on `argv` (default: sys.argv), under absl's app.run: it parses
+  its known flags itself (unknown ones are reported as unconsumed, not fatal,
+  as the real tool does) and exits with the benchmark's status."""
 
+  def parse_known(argv):
+    known, unknown = [argv[0]], []
+    for arg in argv[1:]:
+      name = arg.lstrip("-").split("=", 1)[0]
+      if arg.startswith("-") and (name in FLAGS or (name.startswith("no") and
+                                                    name[2:] in FLAGS)):
+        known.append(arg)
+      else:
+        unknown.append(arg)
+    try:
+      return FLAGS(known) + unknown
+    except flags.Error as e:
+      sys.exit(f"ERROR: {e}")
 
-def _parse_known(argv):
-  """Like the real tool, unknown flags are reported, not fatal."""
-  known, unknown = [argv[0]], []
-  for arg in argv[1:]:
-    name = arg.lstrip("-").split("=", 1)[0]
-    if arg.startswith("-") and (name in FLAGS or (name.startswith("no") and
-                                                  name[2:] in FLAGS)):
-      known.append(arg)
-    else:
-      unknown.append(arg)
-  try:
-    return FLAGS(known) + unknown
-  except flags.Error as e:
-    sys.exit(f"ERROR: {e}")
+  def benchmark_main(argv):
+    nonfinite = nonfinite_float_flag(FLAGS)
+    if nonfinite:  # the tool's own error format; the harness parses it
+      print(f"ERROR: {nonfinite}", file=sys.stderr)
+      return 1
+    return benchmark(from_flags(BenchmarkOptions, FLAGS), argv[1:])
+
+  app.run(benchmark_main, argv=argv, flags_parser=parse_known)
 
 
 def run():
-  app.run(main, flags_parser=_parse_known)
+  main()
 
 
 if __name__ == "__main__":

@@ -80,8 +80,7 @@ def convert_model(model, head, seq_length, modes, representative=None, *,
   """
   folding = None
   if fold_nonorm and config is not None:
-    integer = any(quantize.parse_mode_label(label)[0] in
-                  quantize.INTEGER_MODES for label in modes)
+    integer = any(quantize.calibrated(label) for label in modes)
     model, folding = fold_for_export(
         model, config, representative and integer and _features(
             representative))
@@ -101,7 +100,7 @@ def convert_model(model, head, seq_length, modes, representative=None, *,
       log(f"[{label}] converting")
       data, facts = quantize.convert_with_facts(
           saved_model, mode,
-          representative if mode in quantize.INTEGER_MODES else None,
+          representative if quantize.calibrated(label) else None,
           strict_int8, allow_select_tf_ops, recipe)
       data = tflite_file.rewrite(
           data, tensor_names=tflite_file.signature_tensor_names(data))

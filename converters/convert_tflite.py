@@ -26,7 +26,7 @@ nothing. After --substitute, --max_metric_drop still measures every file
 against the original model (before substitution), and the report gives
 both drops. --qat_steps N fine-tunes a fake-quantized copy on the task's
 train split first and converts int8 from it with the learned ranges
-(converters/qat.py; converters/qat_report.py measures it against
+(converters/qat.py; experiments/qat_report.py measures it against
 post-training int8).
 """
 
@@ -37,6 +37,8 @@ import os
 import sys
 
 from absl import app, flags, logging
+
+from tfmodels.data.squad import MAX_SEQ_LENGTH as QA_MAX_SEQ_LENGTH
 
 FLAGS = flags.FLAGS
 flags.DEFINE_string("model_dir", None, "Our model directory or training run.")
@@ -49,7 +51,8 @@ flags.DEFINE_string("name", None, "File name stem (default: the source "
 flags.DEFINE_list("modes", ["float32"], "Quantization modes: float32, "
                   "float16, dynamic, int8, int16x8, or all.")
 flags.DEFINE_integer("max_seq_length", None, "L of the [1, L] inputs "
-                     "(default: task.json's, else 384 for QA, 128 otherwise).")
+                     f"(default: task.json's, else {QA_MAX_SEQ_LENGTH} for "
+                     "QA, 128 otherwise).")
 flags.DEFINE_string("vocab_file", None, "WordPiece vocab.txt (default: "
                     "task.json's, else data/vocab/uncased_vocab.txt); "
                     "refused unless it is the vocabulary the run recorded.")
@@ -116,32 +119,70 @@ flags.mark_flag_as_required("output_dir")
 DEFAULT_VOCAB = "data/vocab/uncased_vocab.txt"
 
 
+@dataclasses.dataclass(frozen=True)
+class ConvertOptions:
+  """The command line, one field per flag (the flags' help says what each
+  means); `main` builds it with `command_options.from_flags`, other callers
+  with `command_options.with_defaults(ConvertOptions, **values)`."""
+  model_dir: str | None
+  saved_model: str | None
+  output_dir: str
+  name: str | None
+  modes: tuple  # mode names, or ("all",)
+  max_seq_length: int | None
+  vocab_file: str | None
+  task: str | None
+  data_dir: str | None
+  eval_split: str
+  representative_data: str | None
+  num_calibration_samples: int
+  strict_int8: bool
+  int8_recipe: str
+  fold_nonorm: bool
+  allow_select_tf_ops: bool
+  max_metric_drop: float | None
+  max_float_diff: float
+  num_compare: int
+  metadata: bool
+  num_threads: int
+  substitute: str | None
+  recover_steps: int
+  recover_learning_rate: float
+  recover_batch_size: int
+  num_fit_samples: int
+  qat_steps: int
+  qat_learning_rate: float
+  qat_batch_size: int
+  overwrite: bool
+
+
 class UsageError(ValueError):
   """A flag combination that cannot work."""
 
 
-def _modes():
+def _modes(requested):
+  """--modes (`requested`) as the list of modes to convert."""
   from converters.quantize import MODES
-  modes = list(MODES) if FLAGS.modes == ["all"] else FLAGS.modes
+  modes = list(MODES) if list(requested) == ["all"] else list(requested)
   unknown = [m for m in modes if m not in MODES]
   if unknown or not modes:
-    raise UsageError(f"--modes {','.join(FLAGS.modes)}: unknown mode(s) "
+    raise UsageError(f"--modes {','.join(requested)}: unknown mode(s) "
                      f"{unknown}; modes are {', '.join(MODES)} or all")
   return list(dict.fromkeys(modes))
 
 
-def _seq_length(task_json, head_hint, config):
-  length = FLAGS.max_seq_length  # 0 is a mistake, not "the default"
+def _seq_length(options, task_json, head_hint, config):
+  length = options.max_seq_length  # 0 is a mistake, not "the default"
   if length is None:
     length = task_json.get("max_seq_length") or (
-        384 if head_hint == "span" else 128)
+        QA_MAX_SEQ_LENGTH if head_hint == "span" else 128)
   if length < 3:
     raise UsageError(f"--max_seq_length {length}: needs room for [CLS], "
                      "[SEP] and a token (at least 3)")
   if config is not None and length > config.max_position_embeddings:
     raise UsageError(f"--max_seq_length {length} exceeds the model's "
                      f"max_position_embeddings {config.max_position_embeddings}"
-                     f" ({FLAGS.model_dir}/config.json)")
+                     f" ({options.model_dir}/config.json)")
   return length
 
 
@@ -158,21 +199,21 @@ def _progress(message):
   print(message, flush=True)
 
 
-def _check_qat_flags(modes):
-  if FLAGS.qat_steps < 0:
-    raise UsageError(f"--qat_steps {FLAGS.qat_steps}: must be >= 0")
-  if not FLAGS.qat_steps:
+def _check_qat_flags(options, modes):
+  if options.qat_steps < 0:
+    raise UsageError(f"--qat_steps {options.qat_steps}: must be >= 0")
+  if not options.qat_steps:
     return
-  if FLAGS.model_dir is None:
+  if options.model_dir is None:
     raise UsageError("--qat_steps needs --model_dir (a Keras model to "
                      "fine-tune)")
-  if not FLAGS.data_dir:
+  if not options.data_dir:
     raise UsageError("--qat_steps needs --data_dir (it trains on the task's "
                      "train split)")
   if "int8" not in modes or "int16x8" in modes:
     raise UsageError("--qat_steps trains for int8: --modes must include "
                      "int8 and not int16x8")
-  if not FLAGS.qat_learning_rate > 0 or FLAGS.qat_batch_size < 1:
+  if not options.qat_learning_rate > 0 or options.qat_batch_size < 1:
     raise UsageError("--qat_learning_rate must be > 0 and --qat_batch_size "
                      ">= 1")
 
@@ -191,60 +232,57 @@ class Plan:
   reports: tuple  # (json name, markdown name)
 
 
-def plan(out):
-  """Checks flags, inputs and output names; cheap, so bad input fails fast."""
+def plan(options, out):
+  """Checks the options, inputs and output names; cheap, so bad input fails
+  fast. (main refuses nan and inf float flags first.)"""
   from converters import representative, source
-  from tfmodels.flag_checks import nonfinite_float_flag
   from tfmodels.staging import check_name_length
-  nonfinite = nonfinite_float_flag()
-  if nonfinite:
-    raise UsageError(nonfinite)
-  modes = _modes()
-  if (FLAGS.model_dir is None) == (FLAGS.saved_model is None):
+  modes = _modes(options.modes)
+  if (options.model_dir is None) == (options.saved_model is None):
     raise UsageError("give exactly one of --model_dir and --saved_model")
-  config = source.check_files(FLAGS.model_dir, FLAGS.saved_model)
-  task_json = source.read_task(FLAGS.model_dir) if FLAGS.model_dir else {}
-  head_hint = _head_hint(FLAGS.model_dir) if FLAGS.model_dir else None
-  seq_length = _seq_length(task_json, head_hint, config)
-  task_name = FLAGS.task or task_json.get("task")
-  if FLAGS.data_dir and not task_name:
+  config = source.check_files(options.model_dir, options.saved_model)
+  task_json = source.read_task(options.model_dir) if options.model_dir else {}
+  head_hint = _head_hint(options.model_dir) if options.model_dir else None
+  seq_length = _seq_length(options, task_json, head_hint, config)
+  task_name = options.task or task_json.get("task")
+  if options.data_dir and not task_name:
     raise UsageError("--data_dir needs --task (no task.json says it)")
-  if FLAGS.max_metric_drop is not None and not FLAGS.data_dir:
+  if options.max_metric_drop is not None and not options.data_dir:
     raise UsageError("--max_metric_drop needs --data_dir to measure on")
-  from converters.quantize import INTEGER_MODES
-  integer_modes = [m for m in modes if m in INTEGER_MODES]
-  if integer_modes and not (FLAGS.representative_data or FLAGS.data_dir):
+  from converters.quantize import calibrated
+  integer_modes = [m for m in modes if calibrated(m)]
+  if integer_modes and not (options.representative_data or options.data_dir):
     raise UsageError(f"--modes {','.join(integer_modes)} need calibration "
                      "text: --representative_data or --data_dir")
-  if not (FLAGS.data_dir or FLAGS.representative_data):
+  if not (options.data_dir or options.representative_data):
     raise UsageError("validation needs real inputs: give --data_dir or "
                      "--representative_data")
-  if FLAGS.representative_data:
-    representative.check_file(FLAGS.representative_data)
-  if FLAGS.substitute is not None:
+  if options.representative_data:
+    representative.check_file(options.representative_data)
+  if options.substitute is not None:
     from tfmodels.compression.substitution import parse_spec
-    parse_spec(FLAGS.substitute)
-    if FLAGS.saved_model:
+    parse_spec(options.substitute)
+    if options.saved_model:
       raise UsageError("--substitute needs --model_dir (the config says "
                        "which ops to replace)")
-    if not (FLAGS.data_dir or FLAGS.representative_data):
+    if not (options.data_dir or options.representative_data):
       raise UsageError("--substitute fits on real inputs: give --data_dir "
                        "or --representative_data")
-  if FLAGS.recover_steps < 0 or (FLAGS.recover_steps and
-                                 FLAGS.substitute is None):
+  if options.recover_steps < 0 or (options.recover_steps and
+                                   options.substitute is None):
     raise UsageError("--recover_steps needs --substitute and must be >= 0")
-  _check_qat_flags(modes)
-  if FLAGS.num_calibration_samples < 1 or FLAGS.num_compare < 1:
+  _check_qat_flags(options, modes)
+  if options.num_calibration_samples < 1 or options.num_compare < 1:
     raise UsageError("--num_calibration_samples and --num_compare must be "
                      "positive")
-  if FLAGS.num_threads < 1:
-    raise UsageError(f"--num_threads {FLAGS.num_threads}: must be >= 1")
-  name = FLAGS.name or os.path.basename(os.path.normpath(
-      FLAGS.model_dir or FLAGS.saved_model))
-  if FLAGS.name is not None and (
+  if options.num_threads < 1:
+    raise UsageError(f"--num_threads {options.num_threads}: must be >= 1")
+  name = options.name or os.path.basename(os.path.normpath(
+      options.model_dir or options.saved_model))
+  if options.name is not None and (
       not name or name != os.path.basename(name) or name.startswith(".")
       or "/" in name or os.sep in name):
-    raise UsageError(f"--name {FLAGS.name}: a file name stem, not a path "
+    raise UsageError(f"--name {options.name}: a file name stem, not a path "
                      "(the files go into --output_dir)")
   files = {m: (f"{name}_{m}.tflite", f"{name}_{m}.model_card.json")
            for m in modes}
@@ -252,15 +290,15 @@ def plan(out):
   names = [f for pair in files.values() for f in pair] + list(reports)
   # OutputFiles stages each file under its own name: these are the longest
   # names made, in its staging directory and in --output_dir.
-  check_name_length(FLAGS.output_dir, names, "--name" if FLAGS.name else
+  check_name_length(options.output_dir, names, "--name" if options.name else
                     "--name (default: the source directory's name)")
   out.refuse_existing(names)
-  if FLAGS.model_dir:  # the run's recorded vocabulary, or refused
+  if options.model_dir:  # the run's recorded vocabulary, or refused
     from tfmodels.vocab_record import resolve
-    vocab_file = resolve(FLAGS.model_dir, FLAGS.vocab_file,
+    vocab_file = resolve(options.model_dir, options.vocab_file,
                          default=DEFAULT_VOCAB)
   else:
-    vocab_file = FLAGS.vocab_file or DEFAULT_VOCAB
+    vocab_file = options.vocab_file or DEFAULT_VOCAB
   return Plan(modes, integer_modes, config, seq_length, task_name,
               vocab_file, name, files, reports)
 
@@ -281,12 +319,12 @@ class Reference:
   qat_facts: dict | None = None  # what --qat_steps did
 
 
-def load_reference(p):
+def load_reference(options, p):
   """Loads the model, tokenizer, task and data; runs the Keras model."""
   from converters import representative, source, validate
   from tfmodels.tokenization import WordPieceTokenizer
   from tfmodels.training.tasks import make_task
-  src = source.load_source(FLAGS.model_dir, FLAGS.saved_model)
+  src = source.load_source(options.model_dir, options.saved_model)
   if src.fixed_seq_length and src.fixed_seq_length != p.seq_length:
     raise UsageError(f"--max_seq_length {p.seq_length}: --saved_model takes "
                      f"only length {src.fixed_seq_length}")
@@ -295,21 +333,21 @@ def load_reference(p):
     raise UsageError(f"--vocab_file {p.vocab_file} has {len(tokenizer)} "
                      f"tokens, more than the model's vocab_size "
                      f"{p.config.vocab_size}")
-  task = make_task(p.task_name, FLAGS.data_dir, tokenizer, p.seq_length) if (
-      FLAGS.data_dir) else None
+  task = make_task(p.task_name, options.data_dir, tokenizer, p.seq_length) if (
+      options.data_dir) else None
   calibration = None
-  if FLAGS.representative_data:
+  if options.representative_data:
     calibration = representative.read_features(
-        FLAGS.representative_data, tokenizer, p.seq_length, p.task_name)
+        options.representative_data, tokenizer, p.seq_length, p.task_name)
   elif p.integer_modes:
     calibration = task.features("train")
-  real = task.features(FLAGS.eval_split) if task else calibration
-  inputs = validate.contract_inputs(real, slice(0, FLAGS.num_compare))
+  real = task.features(options.eval_split) if task else calibration
+  inputs = validate.contract_inputs(real, slice(0, options.num_compare))
   outputs = _keras_outputs(src.model, src.head, inputs)
   metrics = None
   if task:
-    _progress(f"scoring the Keras model on {FLAGS.eval_split}")
-    metrics = task.evaluate(src.model, FLAGS.eval_split)
+    _progress(f"scoring the Keras model on {options.eval_split}")
+    metrics = task.evaluate(src.model, options.eval_split)
   labels = None
   if "probability" in outputs:
     spec = getattr(task, "spec", None)
@@ -331,7 +369,7 @@ def _keras_outputs(model, head, inputs):
       head, ours).items()}
 
 
-def substitute_reference(p, ref):
+def substitute_reference(options, p, ref):
   """--substitute / --recover_steps: swaps the model to convert for the
   substituted (and recovered) one, scores each stage, and records it all in
   ref.substitution. The report compares TFLite with this new model, and
@@ -339,18 +377,18 @@ def substitute_reference(p, ref):
   from converters import representative, validate
   from tfmodels.compression import substitution
   from tfmodels.checkpoints.model_dir import Head
-  spec = substitution.parse_spec(FLAGS.substitute)
+  spec = substitution.parse_spec(options.substitute)
   if ref.source.head == "encoder":
     head = Head("encoder")
   else:
-    with open(os.path.join(FLAGS.model_dir, "head.json")) as f:
+    with open(os.path.join(options.model_dir, "head.json")) as f:
       head = Head(**json.load(f))
   if ref.task is not None:
     features = ref.task.features("train")
   else:
     features = ref.calibration
-  fit_features = representative.sample(features, FLAGS.num_fit_samples)
-  _progress(f"substituting {FLAGS.substitute}: fitting NoNorms on "
+  fit_features = representative.sample(features, options.num_fit_samples)
+  _progress(f"substituting {options.substitute}: fitting NoNorms on "
             f"{len(fit_features['input_ids'])} examples")
   student, config, facts = substitution.substitute(
       ref.source.model, p.config, head, spec, fit_features)
@@ -364,17 +402,17 @@ def substitute_reference(p, ref):
                           / len(errors))}
   stages = {"original": ref.metrics}
   if ref.task is not None:
-    _progress(f"scoring the substituted model on {FLAGS.eval_split}")
-    stages["substituted"] = ref.task.evaluate(student, FLAGS.eval_split)
-  if FLAGS.recover_steps:
-    _progress(f"recovering: {FLAGS.recover_steps} distillation steps")
+    _progress(f"scoring the substituted model on {options.eval_split}")
+    stages["substituted"] = ref.task.evaluate(student, options.eval_split)
+  if options.recover_steps:
+    _progress(f"recovering: {options.recover_steps} distillation steps")
     facts["recovery"] = substitution.recover(
-        ref.source.model, student, features, FLAGS.recover_steps,
-        FLAGS.recover_batch_size, FLAGS.recover_learning_rate,
+        ref.source.model, student, features, options.recover_steps,
+        options.recover_batch_size, options.recover_learning_rate,
         log=_progress, eval_features=fit_features)
     if ref.task is not None:
-      _progress(f"scoring the recovered model on {FLAGS.eval_split}")
-      stages["recovered"] = ref.task.evaluate(student, FLAGS.eval_split)
+      _progress(f"scoring the recovered model on {options.eval_split}")
+      stages["recovered"] = ref.task.evaluate(student, options.eval_split)
   facts["metrics"] = stages
   if ref.task is not None:
     facts["headline"] = {stage: validate.headline(m)[1]
@@ -387,96 +425,96 @@ def substitute_reference(p, ref):
   ref.substitution = facts
 
 
-def qat_reference(p, ref):
+def qat_reference(options, p, ref):
   """--qat_steps: a fake-quantized copy of the model (NoNorms folded
   first, as the export would), calibrated, fine-tuned on the task and
   scored; int8 is then converted from it."""
   import tf_keras as keras
   from converters import conversion, qat, representative, validate
   model, folding = ref.source.model, None
-  if FLAGS.fold_nonorm:
+  if options.fold_nonorm:
     model, folding = conversion.fold_for_export(
         model, p.config, representative.sample(
-            ref.calibration, FLAGS.num_calibration_samples))
+            ref.calibration, options.num_calibration_samples))
   if model is ref.source.model:  # QAT changes the layers it is given
     model = keras.models.clone_model(ref.source.model)
     model.set_weights(ref.source.model.get_weights())
   quantized = qat.QuantizationAware(
-      model, "standard" if FLAGS.strict_int8 else FLAGS.int8_recipe)
+      model, "standard" if options.strict_int8 else options.int8_recipe)
   _progress("QAT: calibrating the fake-quantization ranges")
   quantized.calibrate(representative.sample(ref.calibration,
-                                            FLAGS.num_calibration_samples))
+                                            options.num_calibration_samples))
   features = ref.task.features("train")
-  _progress(f"QAT: {FLAGS.qat_steps} steps of fine-tuning under fake "
+  _progress(f"QAT: {options.qat_steps} steps of fine-tuning under fake "
             "quantization")
-  facts = qat.train(quantized, ref.task, features, FLAGS.qat_steps,
-                    FLAGS.qat_batch_size, FLAGS.qat_learning_rate,
+  facts = qat.train(quantized, ref.task, features, options.qat_steps,
+                    options.qat_batch_size, options.qat_learning_rate,
                     eval_features=representative.sample(
-                        features, FLAGS.num_fit_samples), log=_progress)
-  _progress(f"scoring the fake-quantized Keras model on {FLAGS.eval_split}")
-  facts["metrics"] = ref.task.evaluate(quantized, FLAGS.eval_split)
+                        features, options.num_fit_samples), log=_progress)
+  _progress(f"scoring the fake-quantized Keras model on {options.eval_split}")
+  facts["metrics"] = ref.task.evaluate(quantized, options.eval_split)
   facts["headline"] = validate.headline(facts["metrics"])[1]
   facts["nonorm_folding"] = folding
   ref.qat, ref.qat_facts = quantized, facts
 
 
-def convert_modes(p, ref):
+def convert_modes(options, p, ref):
   """{mode: (bytes of the final file, its measurements)}."""
   from converters import (contract, conversion, metadata,
                           representative, validate)
-  from converters.quantize import INTEGER_MODES
+  from converters.quantize import calibrated
   expected = {k: (1,) + v.shape[1:] for k, v in ref.outputs.items()}
   dataset = ref.calibration and representative.calibration_dataset(
-      ref.calibration, FLAGS.num_calibration_samples)
-  options = dict(strict_int8=FLAGS.strict_int8,
-                 allow_select_tf_ops=FLAGS.allow_select_tf_ops,
-                 int8_recipe=FLAGS.int8_recipe, log=_progress)
-  from_qat = [m for m in p.modes if ref.qat and m in INTEGER_MODES]
+      ref.calibration, options.num_calibration_samples)
+  settings = dict(strict_int8=options.strict_int8,
+                  allow_select_tf_ops=options.allow_select_tf_ops,
+                  int8_recipe=options.int8_recipe, log=_progress)
+  from_qat = [m for m in p.modes if ref.qat and calibrated(m)]
   files = {}
   if len(from_qat) < len(p.modes):
     result = conversion.convert_model(
         ref.source.model, ref.source.head, p.seq_length,
         [m for m in p.modes if m not in from_qat], dataset,
-        config=ref.source.config, fold_nonorm=FLAGS.fold_nonorm, **options)
+        config=ref.source.config, fold_nonorm=options.fold_nonorm, **settings)
     ref.nonorm_folding = result.nonorm_folding
     files.update(result.files)
   if from_qat:  # already folded: qat_reference
     _progress("converting the QAT model with its learned ranges")
     files.update(conversion.convert_model(
         ref.qat, ref.source.head, p.seq_length, from_qat, dataset,
-        fold_nonorm=False, **options).files)
+        fold_nonorm=False, **settings).files)
   converted = {}
   for mode in p.modes:
     data = files[mode][0]
     try:
       facts = contract.check(data, expected, p.seq_length,
-                             FLAGS.allow_select_tf_ops)
+                             options.allow_select_tf_ops)
     except contract.ContractError as e:
       raise contract.ContractError(f"{mode}: {e}") from None
     _progress(f"[{mode}] validating ({len(data) / 1e6:.2f} MB)")
-    if FLAGS.metadata:
+    if options.metadata:
       data = metadata.attach(data, ref.source.head, p.vocab_file,
                              ref.labels, description=f"{p.name} ({mode})")
     result_of_mode = validate.measure_mode(
-        data, ref.outputs, ref.inputs, ref.task, FLAGS.eval_split,
-        FLAGS.num_threads)
+        data, ref.outputs, ref.inputs, ref.task, options.eval_split,
+        options.num_threads)
     result_of_mode.update(file=p.files[mode][0], contract=facts)
     converted[mode] = (data, result_of_mode)
   return converted
 
 
-def write_outputs(p, ref, converted, out):
+def write_outputs(options, p, ref, converted, out):
   """Stages the report, and the models with their cards if they passed."""
   from converters import model_card, validate
   facts = {"name": p.name, "source": ref.source.path,
            "head": ref.source.head, "seq_length": p.seq_length,
-           "task": p.task_name, "data_dir": FLAGS.data_dir,
-           "eval_split": FLAGS.eval_split, "vocab_file": p.vocab_file,
-           "representative_data": FLAGS.representative_data or (
-               f"{FLAGS.data_dir} (train)" if p.integer_modes else None),
-           "num_calibration_samples": FLAGS.num_calibration_samples,
-           "strict_int8": FLAGS.strict_int8,
-           "int8_recipe": FLAGS.int8_recipe,
+           "task": p.task_name, "data_dir": options.data_dir,
+           "eval_split": options.eval_split, "vocab_file": p.vocab_file,
+           "representative_data": options.representative_data or (
+               f"{options.data_dir} (train)" if p.integer_modes else None),
+           "num_calibration_samples": options.num_calibration_samples,
+           "strict_int8": options.strict_int8,
+           "int8_recipe": options.int8_recipe,
            "substitution": ref.substitution,
            "nonorm_folding": ref.nonorm_folding,
            "qat": ref.qat_facts,
@@ -484,10 +522,10 @@ def write_outputs(p, ref, converted, out):
   original = (ref.substitution or {}).get("metrics", {}).get("original")
   report = validate.build_report(
       facts, ref.metrics, {m: r for m, (_, r) in converted.items()},
-      FLAGS.max_float_diff, FLAGS.max_metric_drop, original)
+      options.max_float_diff, options.max_metric_drop, original)
   if report["passed"]:
-    task = {"name": p.task_name, "data_dir": FLAGS.data_dir,
-            "split": FLAGS.eval_split} if ref.task else None
+    task = {"name": p.task_name, "data_dir": options.data_dir,
+            "split": options.eval_split} if ref.task else None
     for mode, (data, result) in converted.items():
       out.add(p.files[mode][0], data)
       card = model_card.model_card(
@@ -507,20 +545,21 @@ def write_outputs(p, ref, converted, out):
   return report
 
 
-def convert(out):
-  """The whole run (plan, reference, modes, outputs); returns the report."""
-  p = plan(out)
+def convert(options, out):
+  """The whole run (plan, reference, modes, outputs) of ConvertOptions;
+  returns the report and the path of its markdown."""
+  p = plan(options, out)
   _progress("loading TensorFlow and the model")
   import tensorflow as tf
   tf.get_logger().setLevel("ERROR")
-  ref = load_reference(p)
-  if FLAGS.substitute:
-    substitute_reference(p, ref)
-  if FLAGS.qat_steps:
-    qat_reference(p, ref)
-  converted = convert_modes(p, ref)
-  return write_outputs(p, ref, converted, out), os.path.join(
-      FLAGS.output_dir, p.reports[1])
+  ref = load_reference(options, p)
+  if options.substitute:
+    substitute_reference(options, p, ref)
+  if options.qat_steps:
+    qat_reference(options, p, ref)
+  converted = convert_modes(options, p, ref)
+  return write_outputs(options, p, ref, converted, out), os.path.join(
+      options.output_dir, p.reports[1])
 
 
 def _known_errors():
@@ -540,15 +579,21 @@ def main(argv):
   if len(argv) > 1:
     raise app.UsageError(f"unexpected arguments: {' '.join(argv[1:])}")
   logging.set_verbosity(logging.WARNING)
+  from tfmodels.command_options import from_flags
+  from tfmodels.flag_checks import nonfinite_float_flag
   from tfmodels.staging import OutputFiles, output_lock
+  options = from_flags(ConvertOptions, FLAGS)
   with contextlib.ExitStack() as held:
     try:  # one writer per output directory: a second is refused
-      held.enter_context(output_lock(FLAGS.output_dir))
-      out = OutputFiles(FLAGS.output_dir, FLAGS.overwrite)
+      held.enter_context(output_lock(options.output_dir))
+      out = OutputFiles(options.output_dir, options.overwrite)
     except ValueError as e:
       sys.exit(f"error: {e}")
     try:
-      report, markdown = convert(out)
+      nonfinite = nonfinite_float_flag(FLAGS)
+      if nonfinite:
+        raise UsageError(nonfinite)
+      report, markdown = convert(options, out)
       written = out.commit()
     except BaseException as e:
       out.discard()

@@ -52,7 +52,7 @@ before QAT (conversion.fold_for_export), so QAT trains the graph that ships.
                                     fold_nonorm=False).files["int8"][0]
 
 `convert_tflite --qat_steps N` runs it; `qat_report` measures it against
-post-training int8 (converters/results/qat.{json,md}).
+post-training int8 (experiments/results/qat.{json,md}).
 """
 
 import numpy as np

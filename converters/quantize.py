@@ -69,7 +69,7 @@ def make_converter(saved_model_dir, mode, representative=None,
   import tensorflow as tf
   if mode not in MODES:
     raise ValueError(f"unknown mode {mode!r}; modes are {list(MODES)}")
-  if mode in INTEGER_MODES and representative is None:
+  if calibrated(mode) and representative is None:
     raise ValueError(f"mode {mode} needs a representative dataset")
   converter = tf.lite.TFLiteConverter.from_saved_model(saved_model_dir)
   ops = [tf.lite.OpsSet.TFLITE_BUILTINS]
@@ -77,7 +77,7 @@ def make_converter(saved_model_dir, mode, representative=None,
     converter.optimizations = [tf.lite.Optimize.DEFAULT]
   if mode == "float16":
     converter.target_spec.supported_types = [tf.float16]
-  if mode in INTEGER_MODES:
+  if calibrated(mode):
     converter.representative_dataset = representative
   if mode == "int8" and strict_int8:
     ops = [tf.lite.OpsSet.TFLITE_BUILTINS_INT8]

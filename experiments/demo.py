@@ -40,6 +40,7 @@ with a few steps each on slices of the data (the test), numbers
 meaningless.
 """
 
+import dataclasses
 import json
 import os
 import sys
@@ -47,21 +48,22 @@ import time
 
 from absl import app, flags
 
+from experiments import experiment
 from experiments.demo_steps import (SCALES, STAGES, DemoError,
                                              Layout, build_steps, check_plan,
                                              data_dirs, expand_force,
                                              find_phone)
 from experiments.pipeline import StepError, run_steps, sole_writer
+from tfmodels.command_options import from_flags
 from tfmodels.flag_checks import refuse_nonfinite_floats
 from tfmodels.sigterm import exit_on_sigterm
-from tfmodels.staging import OutputError, write_file
+from tfmodels.staging import write_file
 
-FLAGS = flags.FLAGS
-flags.DEFINE_string("output_dir", "demo_output", "Where everything goes.")
+experiment.define_flags(
+    "Where everything goes.", default_output_dir="demo_output", jobs=2,
+    force="Stages or steps to re-run even if done (see --helpfull for the "
+    "names), e.g. convert,report.")
 flags.DEFINE_bool("tiny", False, "Tiny models and data slices (for tests).")
-flags.DEFINE_list("force", [], "Stages or steps to re-run even if done "
-                  "(see --helpfull for the names), e.g. convert,report.")
-flags.DEFINE_integer("jobs", 2, "Steps run side by side.")
 flags.DEFINE_float("memory_budget_gb", 12.0, "Steps start side by side "
                    "only while their measured peak memories add up to at "
                    "most this (default: a 16 GB laptop with 4 GB left for "
@@ -73,37 +75,43 @@ flags.DEFINE_string("serial", None, "adb serial when several devices are "
                     "attached.")
 
 
+@dataclasses.dataclass(frozen=True)
+class Options(experiment.Options):
+  output_dir: str = "demo_output"
+  jobs: int = 2
+  tiny: bool = False
+  memory_budget_gb: float = 12.0
+  benchmark_binary: str | None = None
+  serial: str | None = None
+
+
 def main(argv):
   """Flags first (one line each), then the run, alone in --output_dir."""
-  if len(argv) > 1:
-    sys.exit(f"error: unexpected arguments: {' '.join(argv[1:])}")
-  if FLAGS.jobs < 1:
-    sys.exit(f"error: --jobs {FLAGS.jobs}: give 1 or more")
+  options = from_flags(Options)
+  experiment.check_command_line(argv, options)
   refuse_nonfinite_floats()
-  if not FLAGS.memory_budget_gb > 0:
-    sys.exit(f"error: --memory_budget_gb {FLAGS.memory_budget_gb}: give a "
+  if not options.memory_budget_gb > 0:
+    sys.exit(f"error: --memory_budget_gb {options.memory_budget_gb}: give a "
              "size in GB above 0")
-  if FLAGS.benchmark_binary and not os.path.isfile(FLAGS.benchmark_binary):
-    sys.exit(f"error: --benchmark_binary {FLAGS.benchmark_binary}: no such "
-             "file")
-  try:
-    force = expand_force(FLAGS.force)
-    with sole_writer(FLAGS.output_dir):
-      run_demo(force)
-  except (DemoError, OutputError) as e:
-    sys.exit(f"error: {e}")
-  except KeyboardInterrupt:
-    sys.exit("interrupted; run the same command again to resume")
+  if options.benchmark_binary and not os.path.isfile(
+      options.benchmark_binary):
+    sys.exit(f"error: --benchmark_binary {options.benchmark_binary}: no "
+             "such file")
+  with experiment.one_line_errors(DemoError):
+    force = expand_force(options.force)
+    with sole_writer(options.output_dir) as out:
+      run_demo(options, out, force)
 
 
-def run_demo(force):
-  """Plans and runs the steps into --output_dir (held by this process)."""
+def run_demo(options, out, force):
+  """Plans and runs the steps into `out` (--output_dir, held by this
+  process)."""
   began = time.time()
-  scale_name = "tiny" if FLAGS.tiny else "full"
+  scale_name = "tiny" if options.tiny else "full"
   scale = SCALES[scale_name]
-  layout = Layout(os.path.abspath(FLAGS.output_dir))
+  layout = Layout(out)
   record = check_plan(layout, scale_name, scale)
-  phone, no_phone = find_phone(FLAGS.benchmark_binary, FLAGS.serial)
+  phone, no_phone = find_phone(options.benchmark_binary, options.serial)
   steps = build_steps(scale, layout, phone)
   record.update(phone=phone, no_phone=no_phone,
                 task_data=data_dirs(scale, layout)[1],
@@ -115,11 +123,11 @@ def run_demo(force):
   if not os.path.exists(layout.report):
     force.add("report")
   print(f"demo ({scale_name}): {len(steps)} steps in {layout.out}, "
-        f"{FLAGS.jobs} at a time", flush=True)
+        f"{options.jobs} at a time", flush=True)
   try:
-    run_steps(steps, force=force, jobs=FLAGS.jobs,
+    run_steps(steps, force=force, jobs=options.jobs,
               log=lambda line: print(line, flush=True),
-              memory_budget_mb=FLAGS.memory_budget_gb * 1024)
+              memory_budget_mb=options.memory_budget_gb * 1024)
   except StepError as e:
     sys.exit(f"error: {e}")
   print(f"\ndemo finished in {time.time() - began:.0f} s; the report is "

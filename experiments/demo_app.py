@@ -129,7 +129,9 @@ def ask_task_library(python, model, questions, directory):
                                 "passage": q["passage"]} for q in questions]))
   script = os.path.join(REPO, "android_bench", "qa_demo", "task_library.py")
   result = subprocess.run([python, script, "--model", model, "--questions",
-                           path], capture_output=True, text=True,
+                           path, "--max_seq_length",
+                           str(squad.MAX_SEQ_LENGTH)],
+                          capture_output=True, text=True,
                           preexec_fn=die_with_parent)
   if result.returncode != 0:
     raise RuntimeError("the Task Library's BertQuestionAnswerer failed: "

@@ -17,14 +17,15 @@ from absl import app, flags
 from android_bench.plotting import pyplot, save_figure
 from tfmodels.staging import write_file
 from experiments.paths import REPO
-from experiments.demo_results import (LABELS, MODELS, DEMO_MODES, TASKS,
-                                      collect)
+from experiments.demo_results import LABELS, TASKS, collect
+from experiments.demo_steps import (DEMO_MODES, MODELS, STUDENT,
+                                    STUDENT_RECORD, size_key, task_step)
 
 FLAGS = flags.FLAGS
 flags.DEFINE_string("output_dir", "demo_output", "The demo's output.")
 
-COLORS = {"teacher": "tab:blue", "carved": "tab:orange"}
-SHORT = {"teacher": "MiniLM\nteacher", "carved": "carved\nstudent"}
+COLORS = {"teacher": "tab:blue", STUDENT: "tab:orange"}
+SHORT = {"teacher": "MiniLM\nteacher", STUDENT: f"{STUDENT}\nstudent"}
 # Ops of LayerNorm (mean, variance, 1/sqrt) and gelu: no int8 kernels.
 LAYER_NORM_OPS = ("MEAN", "SQUARED_DIFFERENCE", "RSQRT", "GELU")
 
@@ -47,7 +48,7 @@ def _curve(ax, steps, values, label, color, style="-"):
 
 
 def plot_losses(summary, path):
-  """Fine-tuning loss of the teacher and the carved student (whose loss
+  """Fine-tuning loss of the teacher and the student (whose loss
   holds the soft-target term of task-stage distillation), per task."""
   plt = pyplot()
   models = summary["models"]
@@ -188,11 +189,13 @@ def _latency(summary, model, mode, target="host", threads=1):
 def highlights(summary):
   """A few sentences with the numbers a newcomer looks for first."""
   conv, lines = summary["conversions"], []
-  student, teacher = conv.get("carved_qa"), conv.get("teacher_qa")
+  student_qa, teacher_qa = task_step(STUDENT, "qa"), task_step("teacher",
+                                                               "qa")
+  student, teacher = conv.get(student_qa), conv.get(teacher_qa)
   if student and all(m in student["modes"] for m in DEMO_MODES):
     f, q = (student["modes"][m] for m in DEMO_MODES)
     lines.append(
-        f"The carved student's QA model is {f['size_mb']:.1f} MB in "
+        f"The {STUDENT} student's QA model is {f['size_mb']:.1f} MB in "
         f"float32 and {q['size_mb']:.1f} MB in full int8 "
         f"({f['size_mb'] / q['size_mb']:.1f}x smaller), F1 "
         f"{_fmt(f['metric'])} -> {_fmt(q['metric'])}" + (
@@ -200,16 +203,16 @@ def highlights(summary):
             " MB in float32." if teacher and "float32" in teacher["modes"]
             else "."))
   times = {(m, mode): _latency(summary, m, mode)
-           for m in ("carved_qa", "teacher_qa") for mode in DEMO_MODES}
+           for m in (student_qa, teacher_qa) for mode in DEMO_MODES}
   if all(times.values()):
     lines.append(
         "Host latency, 1 thread (XNNPACK): student "
-        f"{times['carved_qa', 'float32']:.2f} ms float32 / "
-        f"{times['carved_qa', 'int8']:.2f} ms int8, teacher "
-        f"{times['teacher_qa', 'float32']:.2f} ms / "
-        f"{times['teacher_qa', 'int8']:.2f} ms.")
-    if student and (times["carved_qa", "int8"] >
-                    times["carved_qa", "float32"]):
+        f"{times[student_qa, 'float32']:.2f} ms float32 / "
+        f"{times[student_qa, 'int8']:.2f} ms int8, teacher "
+        f"{times[teacher_qa, 'float32']:.2f} ms / "
+        f"{times[teacher_qa, 'int8']:.2f} ms.")
+    if student and (times[student_qa, "int8"] >
+                    times[student_qa, "float32"]):
       left = student["modes"]["int8"]["not_delegated"]
       lines.append(
           "Here int8 is slower than float32: XNNPACK leaves " +
@@ -254,7 +257,7 @@ def markdown(summary, figures, out):
           min(s["finished"] - s["seconds"] for s in timed)) if timed else 0
   qat = (f", {sizes['qat_steps']} steps of quantization-aware training "
          "before its int8 conversion" if sizes.get("qat_steps") else "")
-  doc = ["# Demo report: MiniLM teacher -> carved student -> int8 TFLite "
+  doc = [f"# Demo report: MiniLM teacher -> {STUDENT} student -> int8 TFLite "
          "-> app\n",
          f"Scale **{plan.get('scale')}**: teacher `{sizes.get('teacher')}` "
          "(pretrained, fine-tuned here: "
@@ -262,12 +265,12 @@ def markdown(summary, figures, out):
          f"L={sizes.get('qa_seq_length')}, {sizes.get('teacher_spam_steps')}"
          f" on spam at L={sizes.get('spam_seq_length')}); the student carved "
          "out of each fine-tuned teacher (`compress "
-         f"{' '.join(map(str, plan.get('carved_student') or []))}`, "
+         f"{' '.join(map(str, plan.get(STUDENT_RECORD) or []))}`, "
          f"{sizes.get('calibration_examples')} calibration examples, "
          f"{sizes.get('recover_steps')} recovery steps), then distilled from "
          "that teacher's soft targets and the labels "
-         f"({sizes.get('carved_qa_steps')} steps on QA, "
-         f"{sizes.get('carved_spam_steps')} on spam){qat}; batch "
+         f"({sizes.get(size_key('student_qa_steps'))} steps on QA, "
+         f"{sizes.get(size_key('student_spam_steps'))} on spam){qat}; batch "
          f"{sizes.get('finetune_batch_size')}; the QA models are exported at "
          f"L={sizes.get('qa_export_length')}, the app's length. From the "
          "first step's start to "
@@ -278,8 +281,9 @@ def markdown(summary, figures, out):
                "nothing; `make demo` gives the real ones.\n")
   v = summary["verdict"]
   doc.append("## Headline\n")
-  doc.append(f"**Does the carved student keep {v['target_qa_f1_share']:.0%}"
-             f" of the teacher's QA F1?** {v['text']}\n")
+  doc.append(f"**Does the {STUDENT} student keep "
+             f"{v['target_qa_f1_share']:.0%} of the teacher's QA F1?** "
+             f"{v['text']}\n")
   for line in v.get("lines", []):
     doc.append(f"- {line}")
   doc.append("")
@@ -298,23 +302,23 @@ def markdown(summary, figures, out):
   doc.append(_table(["model", "encoder params", "per layer",
                      "norm, activation", "QA F1", "QA EM", "spam acc %"],
                     rows))
-  doc.append("\n**Teacher vs carved student.**\n")
+  doc.append(f"\n**Teacher vs {STUDENT} student.**\n")
   doc.append(_teacher_table(summary["teacher_vs_student"]))
   doc.append("")
   for line in highlights(summary):
     doc.append(f"- {line}")
   doc.append("")
   doc.append("## Carving\n")
-  doc.append(_carving_table(models["carved"].get("carving") or {},
+  doc.append(_carving_table(models[STUDENT].get("carving") or {},
                             models["teacher"]["params"]))
-  doc.append("\nFrom `runs/carved_*/model/carving.json` (`compress`: "
+  doc.append(f"\nFrom `runs/{STUDENT}_*/model/carving.json` (`compress`: "
              "importance scores, what each layer kept, factor errors); the "
              "recovery loss is the feature-map + attention-transfer "
              "distance to the teacher on the calibration examples.\n")
   doc.append("## Training\n")
   doc.append(fig("losses", "loss curves"))
   doc.append("Fine-tuning loss (faint: every step; line: moving average). "
-             "The carved student's loss holds the soft-target term of "
+             f"The {STUDENT} student's loss holds the soft-target term of "
              "task-stage distillation as well as the labels' loss.\n")
   doc.append(fig("tasks", "task metrics"))
   doc.append("## Conversion and validation (Keras vs TFLite, float32 vs "
@@ -355,7 +359,7 @@ def markdown(summary, figures, out):
   doc.append(fig("sizes", "model sizes"))
   app_ = summary["app"]
   doc.append("## The Android app\n")
-  doc.append("`app_assets/qa_model.tflite` (the carved student's int8 "
+  doc.append(f"`app_assets/qa_model.tflite` (the {STUDENT} student's int8 "
              "QA model) and `app_assets/vocab.txt` are where the app's "
              "Gradle build takes them (`-PqaModel`, `-PqaVocab`); "
              "`app_assets/README.md` has the commands. The app's Python "
@@ -412,7 +416,7 @@ def _teacher_table(rows):
                   _fmt(r["student"], digits, scale),
                   _fmt(r["student_share"], 0, 100) + (
                       "%" if r["student_share"] is not None else "")])
-  return _table(["", "teacher", "carved student", "student / teacher"],
+  return _table(["", "teacher", f"{STUDENT} student", "student / teacher"],
                 table)
 
 

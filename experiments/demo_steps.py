@@ -15,7 +15,7 @@ import os
 import shutil
 import subprocess
 
-from experiments.demo_results import DEMO_MODES, MODELS
+from android_bench.qa_demo import SEQUENCE_LENGTH
 from experiments.paths import TASK_LIBRARY_PYTHON, VOCAB, data_sources
 from experiments.pipeline import Step, python_module
 from experiments.real_teacher import MINILM, import_step
@@ -28,38 +28,77 @@ class DemoError(ValueError):
 
 # (step suffix, finetune --task, shipped data directory)
 TASKS = (("qa", "squad", "wordnet_qa"), ("spam", "spam", "spam"))
-# The demo's student, named once: `tfmodels.training.compress` flags that
-# carve it out of each fine-tuned teacher: the best 6 of MiniLM's 12 heads
-# and 512 of its 1536 FFN neurons per layer, the word table as rank-128
-# factors (37% of the teacher's encoder parameters), and MobileBERT's
-# on-device form (NoNorm fitted to each LayerNorm, relu for gelu). FFN 512
-# rather than the 640 that 40% allows: its int8 runs in 43% of the
-# teacher's time at L = 384 instead of 49% (BUILD_NOTES, "Choosing the
-# carved split").
+# The demo's student, named once: its steps, run directories, converted
+# models, plan.json keys and report entries are all called after it
+# (task_step, Layout.carving, size_key).
+STUDENT = "carved"
+# The models the demo fine-tunes and compares: the teacher and its student.
+MODELS = ("teacher", STUDENT)
+# The modes the demo converts: its pick of converters.quantize.MODES.
+DEMO_MODES = ("float32", "int8")
+# plan.json's record of CARVED_STUDENT (an output directory holding
+# another student is refused).
+STUDENT_RECORD = f"{STUDENT}_student"
+
+
+def task_step(model, task):
+  """The step of model M on task T: its fine-tuning (teacher_qa), and the
+  name of its fine-tuned and converted models."""
+  return f"{model}_{task}"
+
+
+def carve_step(task):
+  """The step carving the student out of the task's fine-tuned teacher."""
+  return f"carve_{task}"
+
+
+def convert_step(model, task):
+  """The step converting model M's fine-tuned model of task T."""
+  return f"convert_{task_step(model, task)}"
+
+
+def size_key(field):
+  """A Scale field's key in plan.json's sizes: the student's fields
+  (student_qa_steps) go by its name."""
+  prefix = "student_"
+  return (f"{STUDENT}_{field[len(prefix):]}" if field.startswith(prefix)
+          else field)
+
+
+# The flags of `tfmodels.training.compress` that carve the student out of
+# each fine-tuned teacher: the best 6 of MiniLM's 12 heads and 512 of its
+# 1536 FFN neurons per layer, the word table as rank-128 factors (37% of
+# the teacher's encoder parameters), and MobileBERT's on-device form
+# (NoNorm fitted to each LayerNorm, relu for gelu). FFN 512 rather than the
+# 640 that 40% allows: its int8 runs in 43% of the teacher's time at
+# L = 384 instead of 49% (BUILD_NOTES, "Choosing the carved split").
 CARVED_STUDENT = ("--heads", 6, "--intermediate_size", 512, "--low_rank",
                   "word_embeddings=128", "--substitute",
                   "layernorm=nonorm,gelu=relu")
 # The converted models: the carved student for both tasks (the app takes
 # its QA model) and the teacher's QA model, to set the student's size and
 # speed beside.
-CONVERTED = ("carved_qa", "carved_spam", "teacher_qa")
-APP_MODEL = ("carved_qa", "int8")
+CONVERTED = (task_step(STUDENT, "qa"), task_step(STUDENT, "spam"),
+             task_step("teacher", "qa"))
+APP_MODEL = (task_step(STUDENT, "qa"), "int8")
 
 
 @dataclasses.dataclass(frozen=True)
 class Scale:
-  """Sizes of one demo; `slices` None means the shipped data as it is."""
+  """Sizes of one demo; `slices` None means the shipped data as it is.
+  plan.json records them (`record`) with the student's fields under its
+  name (size_key)."""
   teacher: str  # a named pretrained teacher (tfmodels.checkpoints.teachers)
   qa_seq_length: int  # QA fine-tuning (WordNet QA windows are short)
   qa_export_length: int  # the converted QA model: the app's [1, L]
   spam_seq_length: int
   teacher_qa_steps: int
   teacher_spam_steps: int
-  carved_qa_steps: int  # the carved student's task-stage distillation
-  carved_spam_steps: int
+  student_qa_steps: int  # the student's task-stage distillation
+  student_spam_steps: int
   finetune_batch_size: int
   teacher_learning_rate: float  # fine-tuning the pretrained teacher
-  carved_learning_rate: float  # the carved student's task stage
+  student_learning_rate: float  # the student's task stage
   recover_steps: int  # compress: feature-map recovery after substitution
   calibration_examples: int  # compress: examples the importances are on
   calibration_samples: int  # convert_tflite: int8 calibration
@@ -67,10 +106,15 @@ class Scale:
   bench_runs: int
   questions: int
   slices: dict = None
-  qat_steps: int = 0  # > 0: quantization-aware training of the carved QA
+  qat_steps: int = 0  # > 0: quantization-aware training of the QA student
   # {step: its peak resident MB, measured}: what the scheduler reserves
   # for a step before it starts (pipeline.run_steps' memory budget).
   step_memory_mb: dict = None
+
+  def record(self):
+    """The sizes as plan.json holds them (JSON types, size_key names)."""
+    return {size_key(k): v for k, v in
+            json.loads(json.dumps(dataclasses.asdict(self))).items()}
 
 
 SCALES = {
@@ -78,30 +122,32 @@ SCALES = {
     # QA at L = 96: 99.4% of WordNet QA's question + passage pairs fit in
     # one window (median 56 pieces), and L = 128 spent a quarter of every
     # step on padding.
-    "full": Scale(MINILM, qa_seq_length=96, qa_export_length=384,
+    "full": Scale(MINILM, qa_seq_length=96, qa_export_length=SEQUENCE_LENGTH,
                   spam_seq_length=64, teacher_qa_steps=160,
-                  teacher_spam_steps=40, carved_qa_steps=250,
-                  carved_spam_steps=40, finetune_batch_size=16,
-                  teacher_learning_rate=1e-4, carved_learning_rate=2e-4,
+                  teacher_spam_steps=40, student_qa_steps=250,
+                  student_spam_steps=40, finetune_batch_size=16,
+                  teacher_learning_rate=1e-4, student_learning_rate=2e-4,
                   recover_steps=30, calibration_examples=128,
                   calibration_samples=64, bench_threads="1,2",
                   bench_runs=20, questions=20,
                   # Peaks of a fresh-clone `make demo` (2026-11-26),
                   # rounded up to 100 MB: README, "Memory".
                   step_memory_mb={
-                      "teacher": 1200, "teacher_qa": 2000,
-                      "teacher_spam": 2000, "carve_qa": 2100,
-                      "carve_spam": 1800, "carved_qa": 1600,
-                      "carved_spam": 1600, "convert_carved_qa": 1800,
-                      "convert_carved_spam": 1800,
-                      "convert_teacher_qa": 2300, "app": 1000,
+                      "teacher": 1200, task_step("teacher", "qa"): 2000,
+                      task_step("teacher", "spam"): 2000,
+                      carve_step("qa"): 2100, carve_step("spam"): 1800,
+                      task_step(STUDENT, "qa"): 1600,
+                      task_step(STUDENT, "spam"): 1600,
+                      convert_step(STUDENT, "qa"): 1800,
+                      convert_step(STUDENT, "spam"): 1800,
+                      convert_step("teacher", "qa"): 2300, "app": 1000,
                       "bench_host": 100}),
     "tiny": Scale(MINILM, qa_seq_length=64,
-                  qa_export_length=384,  # the Task Library's length
+                  qa_export_length=SEQUENCE_LENGTH,  # the app's length
                   spam_seq_length=32, teacher_qa_steps=3,
-                  teacher_spam_steps=3, carved_qa_steps=3,
-                  carved_spam_steps=3, finetune_batch_size=4,
-                  teacher_learning_rate=1e-4, carved_learning_rate=2e-4,
+                  teacher_spam_steps=3, student_qa_steps=3,
+                  student_spam_steps=3, finetune_batch_size=4,
+                  teacher_learning_rate=1e-4, student_learning_rate=2e-4,
                   recover_steps=2, calibration_examples=8,
                   calibration_samples=4, bench_threads="1", bench_runs=5,
                   questions=2,
@@ -112,8 +158,8 @@ SCALES = {
 STAGES = {
     "data": ("slices",),
     "teacher": ("teacher",),
-    "carve": tuple(f"carve_{t}" for t, _, _ in TASKS),
-    "finetune": tuple(f"{m}_{t}" for m in MODELS for t, _, _ in TASKS),
+    "carve": tuple(carve_step(t) for t, _, _ in TASKS),
+    "finetune": tuple(task_step(m, t) for m in MODELS for t, _, _ in TASKS),
     "convert": tuple(f"convert_{c}" for c in CONVERTED),
     "benchmark": ("bench_host", "bench_phone"),
     "app": ("app",),
@@ -135,13 +181,14 @@ class Layout:
   def run(self, model):
     return self.path("runs", model)
 
-  def carved(self, task):
-    """The carving step's directory (its log and marker): runs/carved_TASK."""
-    return self.run(f"carved_{task}")
+  def carving(self, task):
+    """The carving step's directory (its log and marker):
+    runs/STUDENT_TASK."""
+    return self.run(task_step(STUDENT, task))
 
-  def carved_model(self, task):
+  def student_model(self, task):
     """The carved model directory, one level below the step's output."""
-    return os.path.join(self.carved(task), "model")
+    return os.path.join(self.carving(task), "model")
 
   def finetuned(self, name):
     return self.path("finetune", name)
@@ -180,21 +227,21 @@ def build_steps(scale, layout, phone=None):
     its carved weights, with task-stage distillation from the fine-tuned
     teacher of the same task (finetune --teacher_dir --task_kd
     prediction: soft targets + labels)."""
-    name = f"{model}_{task}"
+    name = task_step(model, task)
     task_name, = [n for t, n, _ in TASKS if t == task]
     if model == "teacher":
       init, inputs, kd = layout.run("teacher"), (layout.run("teacher"),), ()
       steps_, lr = (getattr(scale, f"teacher_{task}_steps"),
                     scale.teacher_learning_rate)
     else:
-      teacher = layout.finetuned(f"teacher_{task}")
-      init = layout.carved_model(task)
+      teacher = layout.finetuned(task_step("teacher", task))
+      init = layout.student_model(task)
       # The carving step's directory holds the marker the pipeline
       # compares; the model directory one level down has none.
-      inputs = (layout.carved(task), teacher)
+      inputs = (layout.carving(task), teacher)
       kd = ("--teacher_dir", teacher, "--task_kd", "prediction")
-      steps_, lr = (getattr(scale, f"carved_{task}_steps"),
-                    scale.carved_learning_rate)
+      steps_, lr = (getattr(scale, f"student_{task}_steps"),
+                    scale.student_learning_rate)
     step(name, python_module(
         "tfmodels.training.finetune", "--task", task_name, "--data_dir",
         task_data[task], "--init_dir", init, "--model_dir",
@@ -206,27 +253,27 @@ def build_steps(scale, layout, phone=None):
 
   def carve(task):
     """The student cut out of the fine-tuned teacher of the task."""
-    teacher = layout.finetuned(f"teacher_{task}")
-    step(f"carve_{task}", python_module(
+    teacher = layout.finetuned(task_step("teacher", task))
+    step(carve_step(task), python_module(
         "tfmodels.training.compress", "--teacher_dir", teacher,
         "--data_dir", task_data[task], "--model_dir",
-        layout.carved_model(task), *CARVED_STUDENT, "--recover_steps",
+        layout.student_model(task), *CARVED_STUDENT, "--recover_steps",
         scale.recover_steps, "--calibration_examples",
         scale.calibration_examples, "--overwrite"),
-         layout.carved(task), (teacher,) + data_inputs)
+         layout.carving(task), (teacher,) + data_inputs)
 
-  def convert(name, scored=True, qat_steps=0):
+  def convert(model, task, scored=True, qat_steps=0):
     """Converted and validated; `scored` also measures the task metric of
     Keras and each .tflite on the dev set. The teacher's QA model is not
     scored: MiniLM at L=384 costs minutes per pass over the dev set, and
     its quality is its fine-tuning result (the same windows at L=128)."""
-    task = name.split("_")[-1]
+    name = task_step(model, task)
     length = (scale.qa_export_length if task == "qa"
               else scale.spam_seq_length)
     data = (("--data_dir", task_data[task]) if scored else
             ("--representative_data", _train_file(task_data[task])))
     qat = ("--qat_steps", qat_steps) if qat_steps > 0 else ()
-    step(f"convert_{name}", python_module(
+    step(convert_step(model, task), python_module(
         "converters.convert_tflite", "--model_dir", layout.finetuned(name),
         *data, "--output_dir", layout.tflite(name), "--name", name,
         "--modes", ",".join(DEMO_MODES), "--max_seq_length", length,
@@ -239,8 +286,8 @@ def build_steps(scale, layout, phone=None):
   app_name, app_mode = APP_MODEL
   finetune("teacher", "qa")
   carve("qa")
-  finetune("carved", "qa")
-  convert("carved_qa", qat_steps=scale.qat_steps)
+  finetune(STUDENT, "qa")
+  convert(STUDENT, "qa", qat_steps=scale.qat_steps)
   app_dir = layout.path("app_assets")
   step("app", python_module(
       "experiments.demo_app", "--model",
@@ -251,9 +298,9 @@ def build_steps(scale, layout, phone=None):
        app_dir, (layout.tflite(app_name),) + data_inputs)
   finetune("teacher", "spam")
   carve("spam")
-  finetune("carved", "spam")
-  convert("carved_spam")
-  convert("teacher_qa", scored=False)
+  finetune(STUDENT, "spam")
+  convert(STUDENT, "spam")
+  convert("teacher", "qa", scored=False)
   models = [layout.tflite_file(n, m) for n in CONVERTED for m in DEMO_MODES]
   bench_inputs = tuple(layout.tflite(n) for n in CONVERTED)
   bench = ("--threads", scale.bench_threads, "--num_runs", scale.bench_runs)
@@ -330,8 +377,8 @@ def check_plan(layout, scale_name, scale):
   carved student (its finished steps would be skipped); records this
   one's otherwise."""
   record = {"scale": scale_name, "vocab_file": VOCAB,
-            "sizes": json.loads(json.dumps(dataclasses.asdict(scale))),
-            "carved_student": [str(a) for a in CARVED_STUDENT]}
+            "sizes": scale.record(),
+            STUDENT_RECORD: [str(a) for a in CARVED_STUDENT]}
   if os.path.exists(layout.plan):
     try:
       with open(layout.plan) as f:
@@ -340,8 +387,8 @@ def check_plan(layout, scale_name, scale):
       raise DemoError(f"--output_dir {layout.out}: unreadable {layout.plan} "
                       f"({e}); delete it or use another --output_dir"
                       ) from None
-    if (old.get("sizes"), old.get("carved_student")) != (
-        record["sizes"], record["carved_student"]):
+    if (old.get("sizes"), old.get(STUDENT_RECORD)) != (
+        record["sizes"], record[STUDENT_RECORD]):
       raise DemoError(
           f"--output_dir {layout.out} holds a demo of another size or "
           f"student ({old.get('scale')}); delete it or use another "

@@ -41,35 +41,22 @@ measured it.
 """
 
 import dataclasses
-import json
 import os
 import platform
 import sys
 
 from absl import app, flags
 
-from experiments.demo_results import (conversion_summary, latency_rows,
+from experiments import experiment
+from experiments.result_files import (conversion_summary, latency_rows,
                                       read_json, read_scalars)
 from experiments.demo_steps import CARVED_STUDENT
-from experiments.paths import REPO, VOCAB, data_sources
-from experiments.pipeline import (Step, StepError, check_force,
-                                  check_output_dir,
-                                  python_module, run_steps, sole_writer)
+from experiments.paths import VOCAB, data_sources
+from experiments.pipeline import Step, python_module
 from experiments.real_teacher import MINILM, import_step
+from tfmodels.command_options import from_flags
+from tfmodels.data.squad import MAX_SEQ_LENGTH
 from tfmodels.sigterm import exit_on_sigterm
-from tfmodels.staging import OutputError, OutputFiles
-
-FLAGS = flags.FLAGS
-flags.DEFINE_string("output_dir", None, "Runs, conversions and timings.")
-flags.DEFINE_string("results_dir", os.path.join(REPO, "experiments",
-                                                "results"),
-                    "Where distill_from_minilm.{json,md,png} go.")
-flags.DEFINE_enum("scale", "full", ["full", "tiny"], "Experiment size.")
-flags.DEFINE_integer("jobs", 1, "Steps run side by side (pipeline.py).")
-flags.DEFINE_list("force", [], "Step names to re-run even if done.")
-flags.DEFINE_list("models", [], "Rows to run (the teacher always runs); "
-                  "the others are carried over from --results_dir. Empty: "
-                  "all.")
 
 RESULTS_NAME = "distill_from_minilm"
 
@@ -104,8 +91,8 @@ SCALES = {
     # PKT layer stages 0.7-2.6 s a step, its PD stage (MiniLM forward +
     # the whole student) ~3.2 s; scoring MiniLM's Keras QA model on the
     # dev set at L = 384 (convert_tflite) over ten minutes.
-    "full": Scale(128, 128, 384, 128, dupe_factor=2, batch_size=32,
-                  finetune_batch_size=16, distill_steps=600,
+    "full": Scale(128, 128, MAX_SEQ_LENGTH, 128, dupe_factor=2,
+                  batch_size=32, finetune_batch_size=16, distill_steps=600,
                   kronecker_steps=150, recover_steps=200,
                   finetune_steps={"teacher": (200, 100),
                                   "student": (300, 300),
@@ -159,17 +146,21 @@ INIT = {"teacher": "teacher", "student": "random", "baseline": "random",
 TASKS = (("qa", "squad", "wordnet_qa"), ("spam", "spam", "spam"))
 
 
-class Layout:
+experiment.define_flags("Runs, conversions and timings.", scales=SCALES,
+                        results=f"{RESULTS_NAME}.{{json,md,png}}", jobs=1)
+flags.DEFINE_list("models", [], "Rows to run (the teacher always runs); "
+                  "the others are carried over from --results_dir. Empty: "
+                  "all.")
+
+
+@dataclasses.dataclass(frozen=True)
+class Options(experiment.Options):
+  scale: str = "full"
+  models: tuple = ()  # rows to run; empty: all
+
+
+class Layout(experiment.Layout):
   """Where each step writes under the output directory."""
-
-  def __init__(self, out):
-    self.out = out
-
-  def path(self, *parts):
-    return os.path.join(self.out, *parts)
-
-  def run(self, model):
-    return self.path("runs", model)
 
   def carved(self, model, task):
     """The compress step's directory; the model directory is inside."""
@@ -180,9 +171,6 @@ class Layout:
     if MODELS[model][3] == "carve":
       return os.path.join(self.carved(model, task), "model")
     return self.run(model)
-
-  def finetuned(self, model, task):
-    return self.path("finetune", f"{model}_{task}")
 
   def tflite(self, model):
     return self.path("tflite", model)
@@ -201,8 +189,7 @@ def build_steps(layout, scale, models=tuple(MODELS)):
   steps, texts, task_dirs = data_sources(scale.slices,
                                          layout.path("data", "slices"))
   data_inputs = tuple(s.output for s in steps)
-  # The step's directory holds its log; the shards go one level down.
-  shards = {split: layout.path("data", split, "shards") for split in texts}
+  shards = {split: layout.shards(split) for split in texts}
   pretrained = set(OWN_ENCODER) & set(models)
   for split, seed in (("train", 12345), ("heldout", 7)) if pretrained else ():
     steps.append(Step(f"data_{split}", python_module(
@@ -308,7 +295,7 @@ def _cost(layout, scale, model):
   """(training steps, kd steps, minutes) of a model's QA and spam chain:
   steps of its own encoder run, carving's recovery and its fine-tunings;
   minutes from the steps' markers (None if one is missing)."""
-  from experiments.demo_results import step_seconds
+  from experiments.result_files import step_seconds
   qa, spam = scale.finetune_steps[model]
   encoder = {"student": scale.distill_steps, "baseline": scale.distill_steps,
              "kronecker": scale.kronecker_steps}.get(model, 0)
@@ -424,7 +411,7 @@ def progress(layout):
   Fine-tuning is judged by the labels' cross-entropy alone (`task`), the
   part every model shares.
   """
-  from experiments.demo_results import read_history
+  from experiments.result_files import read_history
   lines = []
   for model in MODELS:
     runs = [("QA fine-tuning", layout.finetuned(model, "qa"), "task"),
@@ -584,35 +571,6 @@ def plot(layout, results, path):
   save_figure(fig, path)
 
 
-def main(argv):
-  """Flags first (one line each), then the run, alone in --output_dir."""
-  if len(argv) > 1:
-    sys.exit(f"error: unexpected arguments: {' '.join(argv[1:])}")
-  if FLAGS.jobs < 1:
-    sys.exit(f"error: --jobs {FLAGS.jobs}: give 1 or more")
-  if not FLAGS.output_dir:
-    sys.exit("error: --output_dir is required")
-  scale = SCALES[FLAGS.scale]
-  layout = Layout(os.path.abspath(FLAGS.output_dir))
-  try:  # both places are checked before the hour of work
-    check_output_dir(FLAGS.output_dir)
-    check_output_dir(FLAGS.results_dir, "--results_dir")
-    models = _models(FLAGS.models)
-    with sole_writer(layout.out):
-      steps = build_steps(layout, scale, models)  # loads TensorFlow
-      check_force(FLAGS.force, steps)
-      out = OutputFiles(FLAGS.results_dir, overwrite=True,
-                        flag="--results_dir")
-      try:
-        run_experiment(layout, scale, steps, out, models)
-      finally:
-        out.discard()  # committed already, or nothing half-written
-  except OutputError as e:
-    sys.exit(f"error: {e}")
-  except KeyboardInterrupt:
-    sys.exit("interrupted; run the same command again to resume")
-
-
 def _models(names):
   """The rows to run, in MODELS order, the teacher first; exits with one
   line on an unknown name."""
@@ -624,26 +582,32 @@ def _models(names):
                if not names or m in names or m == "teacher")
 
 
-def run_experiment(layout, scale, steps, out, models=tuple(MODELS)):
-  """Runs the steps, then writes the results into `out` (OutputFiles)."""
-  failure = None
-  try:
-    run_steps(steps, force=set(FLAGS.force), jobs=FLAGS.jobs)
-  except StepError as e:
-    failure = f"error: {e}"  # still report what was measured
-  command = " ".join(["python -m experiments.distill_from_minilm"]
-                     + sys.argv[1:])
-  previous = None if len(models) == len(MODELS) else read_json(
-      os.path.join(FLAGS.results_dir, RESULTS_NAME + ".json"))
-  results = collect(layout, command, scale, models, previous)
-  table = markdown(results, scale, progress(layout))
-  out.add(RESULTS_NAME + ".json", json.dumps(results, indent=1) + "\n")
-  out.add(RESULTS_NAME + ".md", f"# {RESULTS_NAME}\n\n" + table)
-  plot(layout, results, os.path.join(out.staging, RESULTS_NAME + ".png"))
-  out.commit()
-  print(table)
-  if failure:
-    sys.exit(failure)
+def run_experiment(options, out, results):
+  """Runs the rows of `options.models` into `out`, then stages the results
+  in `results` (OutputFiles) and commits them."""
+  models = _models(options.models)
+  scale = SCALES[options.scale]
+  layout = Layout(out)
+  steps = build_steps(layout, scale, models)  # loads TensorFlow
+
+  def report(results):
+    previous = None if len(models) == len(MODELS) else read_json(
+        os.path.join(options.results_dir, RESULTS_NAME + ".json"))
+    data = collect(layout, options.command, scale, models, previous)
+    table = markdown(data, scale, progress(layout))
+    experiment.stage_results(results, RESULTS_NAME, data, table)
+    plot(layout, data, os.path.join(results.staging, RESULTS_NAME + ".png"))
+    return table
+
+  experiment.run_and_report(steps, options, results, report)
+
+
+def main(argv):
+  """Flags first (one line each), then the run, alone in --output_dir."""
+  command = experiment.command_line("experiments.distill_from_minilm")
+  options = from_flags(Options, command=command)
+  _models(options.models)  # an unknown row: one line, before any work
+  experiment.run_command(argv, options, run_experiment)
 
 
 def run():

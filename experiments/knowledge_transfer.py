@@ -25,22 +25,14 @@ import sys
 
 from absl import app, flags
 
+from experiments import experiment
 from experiments.paths import DATA, VOCAB
-from experiments.pipeline import (Step, StepError, check_force, python_module,
-                                  run_steps, sole_writer)
+from experiments.pipeline import Step, python_module
 from experiments.real_teacher import MINILM, import_step
+from experiments.result_files import read_json
+from tfmodels.command_options import from_flags
 from tfmodels.sigterm import exit_on_sigterm
-from tfmodels.staging import OutputError, write_file
-
-FLAGS = flags.FLAGS
-flags.DEFINE_string("output_dir", None, "Where runs and results go.")
-flags.DEFINE_enum("scale", "small", ["small", "tiny"], "Experiment size.")
-flags.DEFINE_bool("kronecker", True, "Also the KroneckerBERT-from-MiniLM part.")
-flags.DEFINE_list("force", [], "Step names to re-run even if done.")
-STEP_FLAGS = ("teacher_steps", "student_steps", "kronecker_steps",
-              "finetune_steps")
-for _field in STEP_FLAGS:
-  flags.DEFINE_integer(_field, None, f"Override the scale's {_field}.")
+from tfmodels.staging import write_file
 
 STUDENTS = ("scratch", "pkt", "jkt", "akt")
 
@@ -73,6 +65,30 @@ SCALES = {
                   batch_size=4, teacher_steps=4, student_steps=8,
                   kronecker_steps=2, finetune_steps=2),
 }
+
+
+experiment.define_flags("Where runs and results go.", scales=SCALES)
+flags.DEFINE_bool("kronecker", True, "Also the KroneckerBERT-from-MiniLM part.")
+STEP_FLAGS = ("teacher_steps", "student_steps", "kronecker_steps",
+              "finetune_steps")
+for _field in STEP_FLAGS:
+  flags.DEFINE_integer(_field, None, f"Override the scale's {_field}.")
+
+
+@dataclasses.dataclass(frozen=True)
+class Options(experiment.Options):
+  scale: str = "small"
+  kronecker: bool = True
+  teacher_steps: int | None = None  # None: the scale's
+  student_steps: int | None = None
+  kronecker_steps: int | None = None
+  finetune_steps: int | None = None
+
+  def sized_scale(self):
+    """The scale with the step counts the options override."""
+    return dataclasses.replace(SCALES[self.scale], **{
+        f: getattr(self, f) for f in STEP_FLAGS
+        if getattr(self, f) is not None})
 
 
 def _write_configs(scale, directory):
@@ -180,13 +196,6 @@ LABELS = {
     "kronecker": "KroneckerBERT from MiniLM"}
 
 
-def _read(path):
-  if not os.path.exists(path):
-    return None
-  with open(path) as f:
-    return json.load(f)
-
-
 def collect(out, models):
   """One row per model: size, held-out MLM / NSP, spam accuracy, QA F1 / EM."""
   from tfmodels.configs import load_config
@@ -197,10 +206,10 @@ def collect(out, models):
     if not os.path.exists(config_file):  # not trained yet
       continue
     config = load_config(config_file)
-    mlm = _read(os.path.join(out, "eval", f"{model}_mlm", "metrics.json"))
-    spam = _read(os.path.join(out, "finetune", f"{model}_spam",
+    mlm = read_json(os.path.join(out, "eval", f"{model}_mlm", "metrics.json"))
+    spam = read_json(os.path.join(out, "finetune", f"{model}_spam",
                               "eval_results.json"))
-    qa = _read(os.path.join(out, "finetune", f"{model}_qa",
+    qa = read_json(os.path.join(out, "finetune", f"{model}_qa",
                             "eval_results.json"))
     rows.append({
         "model": model, "label": LABELS[model],
@@ -237,39 +246,30 @@ def markdown(rows, scale):
 
 def main(argv):
   """Flags first (one line each), then the run, alone in --output_dir."""
-  if len(argv) > 1:
-    sys.exit(f"error: unexpected arguments: {' '.join(argv[1:])}")
+  options = from_flags(Options)
+  experiment.check_command_line(argv, options)  # before the step counts
   for flag in STEP_FLAGS:
-    if FLAGS[flag].value is not None and FLAGS[flag].value < 1:
-      sys.exit(f"error: --{flag} {FLAGS[flag].value}: give 1 or more")
-  scale = dataclasses.replace(SCALES[FLAGS.scale], **{
-      f: FLAGS[f].value for f in STEP_FLAGS if FLAGS[f].value is not None})
-  try:
-    with sole_writer(FLAGS.output_dir) as out:
-      run_experiment(out, scale)
-  except OutputError as e:
-    sys.exit(f"error: {e}")
-  except KeyboardInterrupt:
-    sys.exit("interrupted; run the same command again to resume")
+    value = getattr(options, flag)
+    if value is not None and value < 1:
+      sys.exit(f"error: --{flag} {value}: give 1 or more")
+  experiment.run_command(argv, options, run_experiment)
 
 
-def run_experiment(out, scale):
-  """Runs the steps into `out`, then writes what they measured."""
-  steps, models = build_steps(out, scale, FLAGS.kronecker)
-  check_force(FLAGS.force, steps)
-  failure = None
-  try:
-    run_steps(steps, force=set(FLAGS.force))
-  except StepError as e:
-    failure = f"error: {e}"  # still report what was measured
-  rows = collect(out, models)
-  table = markdown(rows, scale)
-  write_file(os.path.join(out, "results.json"), json.dumps(
-      {"scale": dataclasses.asdict(scale), "rows": rows}, indent=2))
-  write_file(os.path.join(out, "RESULTS.md"), table)
-  print(table)
-  if failure:
-    sys.exit(failure)
+def run_experiment(options, out, results):
+  """Runs the steps into `out`, then writes what they measured there
+  (results.json, RESULTS.md)."""
+  scale = options.sized_scale()
+  steps, models = build_steps(out, scale, options.kronecker)
+
+  def report(results):
+    rows = collect(out, models)
+    table = markdown(rows, scale)
+    results.add("results.json", json.dumps(
+        {"scale": dataclasses.asdict(scale), "rows": rows}, indent=2))
+    results.add("RESULTS.md", table)
+    return table
+
+  experiment.run_and_report(steps, options, results, report)
 
 
 def run():

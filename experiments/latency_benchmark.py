@@ -37,6 +37,9 @@ threads, target, median_ms, p5_ms, p95_ms, runs, size_mb, xnnpack nodes and
 partitions, float ops), benchmark.md (the table, Table 7 ratios beside the
 paper's, the issue's checks) and benchmark.png. Converted files are cached in
 --work_dir (by config, mode and length), so a rerun only times.
+
+Only `main` reads the flags, into `BenchmarkOptions`; every function takes
+that (tests and other commands: `command_options.with_defaults`).
 """
 
 import dataclasses
@@ -48,8 +51,10 @@ import sys
 
 from absl import app, flags
 
+from converters.quantize import calibrated
 from experiments.latency_report import (MODES, PEER, VARIANTS, markdown,
                                          plot)
+from tfmodels.command_options import from_flags
 from tfmodels.flag_checks import nonfinite_float_flag
 from tfmodels.sigterm import exit_on_sigterm
 from tfmodels.staging import temporary_directory, write_file
@@ -97,6 +102,35 @@ flags.DEFINE_string("peer_config", "mobilebert", "Config whose sizes the "
 flags.DEFINE_bool("overwrite", False, "Replace existing outputs.")
 
 OUTPUTS = ("benchmark.json", "benchmark.md", "benchmark.png")
+
+
+@dataclasses.dataclass(frozen=True)
+class BenchmarkOptions:
+  """The command line, one field per flag (the flags' help says what each
+  means); `main` builds it with `command_options.from_flags`, other callers
+  with `command_options.with_defaults(BenchmarkOptions, **values)`."""
+  output_dir: str | None
+  work_dir: str | None
+  models: tuple
+  variants: tuple
+  modes: tuple
+  cells: tuple
+  threads: tuple
+  seq_length: int
+  num_runs: int
+  min_secs: float
+  warmup_runs: int
+  repeats: int
+  calibration_data: str
+  num_calibration_samples: int
+  vocab_file: str
+  adb: bool
+  benchmark_binary: str | None
+  serial: str | None
+  cpu_mask: str | None
+  fold_nonorm: bool
+  peer_config: str
+  overwrite: bool
 
 
 class BenchmarkError(ValueError):
@@ -185,19 +219,19 @@ def build_model(model, variant, seed=0, peer_config="mobilebert"):
   return encoder
 
 
-def _folds(model, variant):
+def _folds(model, variant, options):
   """Whether our export folds this model's NoNorms (never the peer's)."""
-  return (FLAGS.fold_nonorm and model != PEER
+  return (options.fold_nonorm and model != PEER
           and VARIANTS[variant][0] == "no_norm")
 
 
-def _key(cell, seq_length, num_samples):
+def _key(cell, options):
   """What a cached file depends on (calibration: int8 modes only)."""
-  calibrated = cell.mode.startswith("int8")
-  facts = [model_config(cell.model, cell.variant, FLAGS.peer_config)
-           .to_dict(), cell.model, cell.mode, seq_length,
-           num_samples if calibrated else None]
-  if _folds(cell.model, cell.variant):
+  facts = [model_config(cell.model, cell.variant, options.peer_config)
+           .to_dict(), cell.model, cell.mode, options.seq_length,
+           options.num_calibration_samples if calibrated(cell.mode)
+           else None]
+  if _folds(cell.model, cell.variant, options):
     facts.append("nonorm_folded")
   text = json.dumps(facts, sort_keys=True)
   return hashlib.sha256(text.encode()).hexdigest()[:16]
@@ -233,10 +267,11 @@ def calibration_features(path, vocab_file, seq_length, num_samples, scratch,
   return representative.read_features(text, tokenizer, seq_length)
 
 
-def convert_cells(cells, work_dir, seq_length, calibration_data, vocab_file,
-                  num_samples):
+def convert_cells(cells, work_dir, options):
   """Converts what the cache lacks; returns {stem: (path, facts)}."""
   from converters import conversion, representative, runtime, tflite_file
+  seq_length = options.seq_length
+  num_samples = options.num_calibration_samples
   models_dir = os.path.join(work_dir, "models")
   os.makedirs(models_dir, exist_ok=True)
   features = None
@@ -249,7 +284,7 @@ def convert_cells(cells, work_dir, seq_length, calibration_data, vocab_file,
     for cell in group:
       path = os.path.join(models_dir, cell.stem + ".tflite")
       facts_path = os.path.join(models_dir, cell.stem + ".json")
-      key = _key(cell, seq_length, num_samples)
+      key = _key(cell, options)
       try:
         with open(facts_path) as f:
           facts = json.load(f)
@@ -261,13 +296,14 @@ def convert_cells(cells, work_dir, seq_length, calibration_data, vocab_file,
       todo.append((cell, path, facts_path, key))
     if not todo:
       continue
-    if features is None and any(c.mode.startswith("int8") for c, *_ in todo):
+    if features is None and any(calibrated(c.mode) for c, *_ in todo):
       features = calibration_features(
-          calibration_data, vocab_file, seq_length, num_samples, work_dir,
-          min(model_config(c.model, c.variant, FLAGS.peer_config).vocab_size
-              for c in cells))
+          options.calibration_data, options.vocab_file, seq_length,
+          num_samples, work_dir,
+          min(model_config(c.model, c.variant, options.peer_config)
+              .vocab_size for c in cells))
     _progress(f"[{model} {variant}] building")
-    encoder = build_model(model, variant, peer_config=FLAGS.peer_config)
+    encoder = build_model(model, variant, peer_config=options.peer_config)
     # convert_tflite's own chain: NoNorms folded (ours), the [1, L]
     # export, the int8 recipe (the peer gets the converter's standard
     # output, as anyone converting it would), contract tensor names (the
@@ -277,8 +313,8 @@ def convert_cells(cells, work_dir, seq_length, calibration_data, vocab_file,
         encoder, "encoder", seq_length, [cell.mode for cell, *_ in todo],
         features is not None and representative.calibration_dataset(
             features, num_samples),
-        config=model_config(model, variant, FLAGS.peer_config),
-        fold_nonorm=_folds(model, variant),
+        config=model_config(model, variant, options.peer_config),
+        fold_nonorm=_folds(model, variant, options),
         int8_recipe="standard" if model == PEER else "xnnpack",
         log=lambda line: _progress(f"[{model} {variant}] {line}"))
     for cell, path, facts_path, key in todo:
@@ -294,23 +330,23 @@ def convert_cells(cells, work_dir, seq_length, calibration_data, vocab_file,
   return done
 
 
-def time_files(paths, threads, work_dir, log=_progress):
+def time_files(paths, threads, work_dir, options, log=_progress):
   """android_bench runs on the host (and the phone with --adb): a list of
   (target name, run dict)."""
   from android_bench.runner import HostTarget, Settings, run_matrix
-  settings = Settings(threads=tuple(threads), repeats=FLAGS.repeats,
-                      warmup_runs=FLAGS.warmup_runs, num_runs=FLAGS.num_runs,
-                      min_secs=FLAGS.min_secs, cpu_mask=FLAGS.cpu_mask
-                      if FLAGS.adb else None)
+  settings = Settings(threads=tuple(threads), repeats=options.repeats,
+                      warmup_runs=options.warmup_runs,
+                      num_runs=options.num_runs, min_secs=options.min_secs,
+                      cpu_mask=options.cpu_mask if options.adb else None)
   results_dir = os.path.join(work_dir, "runs")
   targets = [HostTarget(dataclasses.replace(settings, cpu_mask=None))]
-  if FLAGS.adb:
+  if options.adb:
     from android_bench.adb import Adb, AdbError, choose_device
     from android_bench.runner import AdbTarget
     try:
-      adb = Adb(serial=FLAGS.serial)
-      adb.serial = choose_device(adb, FLAGS.serial)
-      targets.append(AdbTarget(adb, FLAGS.benchmark_binary, settings))
+      adb = Adb(serial=options.serial)
+      adb.serial = choose_device(adb, options.serial)
+      targets.append(AdbTarget(adb, options.benchmark_binary, settings))
     except AdbError as e:
       raise BenchmarkError(f"--adb: {e}") from None
   runs = []
@@ -348,91 +384,94 @@ def rows_of(cells, converted, runs):
   return rows
 
 
-def _cells():
-  unknown = [v for v in FLAGS.variants if v not in VARIANTS]
-  if unknown or not FLAGS.variants:
-    raise BenchmarkError(f"--variants {','.join(FLAGS.variants)}: use "
+def _cells(options):
+  unknown = [v for v in options.variants if v not in VARIANTS]
+  if unknown or not options.variants:
+    raise BenchmarkError(f"--variants {','.join(options.variants)}: use "
                          f"{', '.join(VARIANTS)}")
-  unknown = [m for m in FLAGS.modes if m not in MODES]
-  if unknown or not FLAGS.modes:
-    raise BenchmarkError(f"--modes {','.join(FLAGS.modes)}: use "
+  unknown = [m for m in options.modes if m not in MODES]
+  if unknown or not options.modes:
+    raise BenchmarkError(f"--modes {','.join(options.modes)}: use "
                          f"{', '.join(MODES)}")
   from tfmodels.configs import shipped_config_names
   known = set(shipped_config_names()) | {PEER}
-  unknown = [m for m in FLAGS.models if m not in known]
-  if unknown or not FLAGS.models:
-    raise BenchmarkError(f"--models {','.join(FLAGS.models)}: unknown "
+  unknown = [m for m in options.models if m not in known]
+  if unknown or not options.models:
+    raise BenchmarkError(f"--models {','.join(options.models)}: unknown "
                          f"{unknown}; use config names from tfmodels/configs "
                          f"or {PEER}")
   cells = []
-  for model in FLAGS.models:
-    for variant in FLAGS.variants:
-      for mode in FLAGS.modes:
+  for model in options.models:
+    for variant in options.variants:
+      for mode in options.modes:
         if model == PEER and mode == "int8_standard":
           continue  # the peer's int8 is the standard one already
         if any(fnmatch.fnmatchcase(f"{model}/{variant}/{mode}", pattern)
-               for pattern in FLAGS.cells):
+               for pattern in options.cells):
           cells.append(Cell(model, variant, mode))
   if not cells:
-    raise BenchmarkError(f"--cells {','.join(FLAGS.cells)}: no model/"
+    raise BenchmarkError(f"--cells {','.join(options.cells)}: no model/"
                          "variant/mode left to run")
   return cells
 
 
-def _timing_order(cell):
+def _timing_order(cell, options):
   """Within a repeat, cells are timed by mode, then variant, then model: the
   cells the checks compare (ours vs the peer, the four variants of a mode)
   run seconds to a minute apart instead of a whole sweep apart, because this
   host's speed drifts by a few % over minutes."""
-  return (FLAGS.modes.index(cell.mode), FLAGS.variants.index(cell.variant),
-          FLAGS.models.index(cell.model))
+  return (options.modes.index(cell.mode),
+          options.variants.index(cell.variant),
+          options.models.index(cell.model))
 
 
-def _threads():
+def _threads(options):
   try:
-    threads = [int(t) for t in FLAGS.threads]
+    threads = [int(t) for t in options.threads]
   except ValueError:
-    raise BenchmarkError(f"--threads {','.join(FLAGS.threads)}: give "
+    raise BenchmarkError(f"--threads {','.join(options.threads)}: give "
                          "integers") from None
   if not threads or min(threads) < 1:
     raise BenchmarkError("--threads: give thread counts >= 1")
   return threads
 
 
-def check_flags():
-  """Every flag, before any work: (cells, threads), or BenchmarkError (one
-  line naming the flag)."""
-  nonfinite = nonfinite_float_flag()
-  if nonfinite:
-    raise BenchmarkError(nonfinite)
-  cells = _cells()
-  threads = _threads()
-  if FLAGS.seq_length < 3:
-    raise BenchmarkError(f"--seq_length {FLAGS.seq_length}: at least 3")
-  if FLAGS.num_runs < 1 or FLAGS.repeats < 1:
+def check_flags(options):
+  """Every flag of `options`, before any work: (cells, threads), or
+  BenchmarkError (one line naming the flag). Float flags that are not
+  finite are `main`'s to refuse first (nonfinite_float_flag)."""
+  cells = _cells(options)
+  threads = _threads(options)
+  if options.seq_length < 3:
+    raise BenchmarkError(f"--seq_length {options.seq_length}: at least 3")
+  if options.num_runs < 1 or options.repeats < 1:
     raise BenchmarkError("--num_runs and --repeats must be >= 1")
-  if FLAGS.warmup_runs < 0:
-    raise BenchmarkError(f"--warmup_runs {FLAGS.warmup_runs}: give 0 or more")
-  if not 0 <= FLAGS.min_secs < float("inf"):
-    raise BenchmarkError(f"--min_secs {FLAGS.min_secs:g}: give seconds >= 0")
-  if FLAGS.adb and not (FLAGS.benchmark_binary and
-                        os.path.isfile(FLAGS.benchmark_binary)):
+  if options.warmup_runs < 0:
+    raise BenchmarkError(f"--warmup_runs {options.warmup_runs}: give 0 or "
+                         "more")
+  if not 0 <= options.min_secs < float("inf"):
+    raise BenchmarkError(f"--min_secs {options.min_secs:g}: give seconds "
+                         ">= 0")
+  if options.adb and not (options.benchmark_binary and
+                          os.path.isfile(options.benchmark_binary)):
     raise BenchmarkError("--adb needs --benchmark_binary (LiteRT's "
                          "benchmark_model for the phone)")
-  if FLAGS.cpu_mask and FLAGS.cpu_mask != "big":
+  if options.cpu_mask and options.cpu_mask != "big":
     from android_bench.device_info import parse_mask
     try:
-      parse_mask(FLAGS.cpu_mask)
+      parse_mask(options.cpu_mask)
     except ValueError:
-      raise BenchmarkError(f"--cpu_mask {FLAGS.cpu_mask}: give a hex mask "
-                           "like f0, or big") from None
-  if any(c.mode.startswith("int8") for c in cells):
-    if FLAGS.num_calibration_samples < 1:
+      raise BenchmarkError(f"--cpu_mask {options.cpu_mask}: give a hex "
+                           "mask like f0, or big") from None
+  if any(calibrated(c.mode) for c in cells):
+    if options.num_calibration_samples < 1:
       raise BenchmarkError(f"--num_calibration_samples "
-                           f"{FLAGS.num_calibration_samples}: give 1 or more")
+                           f"{options.num_calibration_samples}: give 1 or "
+                           "more")
     for flag in ("calibration_data", "vocab_file"):
-      if not os.path.isfile(FLAGS[flag].value):
-        raise BenchmarkError(f"--{flag} {FLAGS[flag].value}: no such file")
+      if not os.path.isfile(getattr(options, flag)):
+        raise BenchmarkError(f"--{flag} {getattr(options, flag)}: no such "
+                             "file")
   return cells, threads
 
 
@@ -445,10 +484,10 @@ def _own_work_dir():
   return temporary_directory(WORK_PREFIX)
 
 
-def run_benchmark(out, cells, threads):
+def run_benchmark(out, cells, threads, options):
   """Converts, times and stages the outputs; returns the rows."""
   out.refuse_existing(OUTPUTS)
-  work_dir = FLAGS.work_dir
+  work_dir = options.work_dir
   owned = None
   if work_dir is None:
     owned = work_dir = _own_work_dir()
@@ -456,11 +495,10 @@ def run_benchmark(out, cells, threads):
     _progress("loading TensorFlow")
     import tensorflow as tf
     tf.get_logger().setLevel("ERROR")
-    converted = convert_cells(cells, work_dir, FLAGS.seq_length,
-                              FLAGS.calibration_data, FLAGS.vocab_file,
-                              FLAGS.num_calibration_samples)
-    paths = [converted[c.stem][0] for c in sorted(cells, key=_timing_order)]
-    runs = time_files(paths, threads, work_dir)
+    converted = convert_cells(cells, work_dir, options)
+    paths = [converted[c.stem][0] for c in sorted(
+        cells, key=lambda cell: _timing_order(cell, options))]
+    runs = time_files(paths, threads, work_dir, options)
     rows = rows_of(cells, converted, runs)
   finally:
     if owned:
@@ -471,24 +509,25 @@ def run_benchmark(out, cells, threads):
            f"cores; LiteRT {host.get('ai_edge_litert') or ''} (ai_edge_litert)"
            " with XNNPACK via android_bench's host runner",
            f"- peer_mobilebert: Model Garden MobileBERTEncoder "
-           f"(tf-models-official) with {FLAGS.peer_config}'s sizes",
-           f"- each cell: {FLAGS.warmup_runs} warm-up + >= {FLAGS.num_runs} "
-           f"runs (>= {FLAGS.min_secs:g} s), {FLAGS.repeats} repeats "
+           f"(tf-models-official) with {options.peer_config}'s sizes",
+           f"- each cell: {options.warmup_runs} warm-up + >= "
+           f"{options.num_runs} runs (>= {options.min_secs:g} s), "
+           f"{options.repeats} repeats "
            "interleaved; median of the repeats' medians",
            "- random weights, norms drawn around 1 / 0; int8 calibrated on "
-           f"{FLAGS.num_calibration_samples} sentences of "
-           f"{FLAGS.calibration_data}",
+           f"{options.num_calibration_samples} sentences of "
+           f"{options.calibration_data}",
            "- int8: ours = converters/fast_int8.py recipe; int8_standard and "
            "the peer = the converter's standard output",
            "- ours: NoNorms folded into their neighbours before export "
            "(converters/nonorm_folding.py), as convert_tflite does"
-           if FLAGS.fold_nonorm else "- ours: NoNorms not folded "
+           if options.fold_nonorm else "- ours: NoNorms not folded "
            "(--nofold_nonorm)"]
   command = " ".join(["python -m experiments.latency_benchmark"] + sys.argv[1:])
   out.add("benchmark.json", json.dumps(rows, indent=1) + "\n")
   out.add("benchmark.md", markdown(rows, command, notes))
   # Written straight into the staging directory; committed with the rest.
-  plot(rows, os.path.join(out.staging, "benchmark.png"), FLAGS.seq_length)
+  plot(rows, os.path.join(out.staging, "benchmark.png"), options.seq_length)
   return rows
 
 
@@ -502,24 +541,28 @@ def main(argv):
   import contextlib
   from experiments.pipeline import check_output_dir, sole_writer
   from tfmodels.staging import OutputError, OutputFiles
+  options = from_flags(BenchmarkOptions, FLAGS)
   try:
-    cells, threads = check_flags()
-    check_output_dir(FLAGS.output_dir)
-    if FLAGS.work_dir:
-      check_output_dir(FLAGS.work_dir, "--work_dir")
+    nonfinite = nonfinite_float_flag(FLAGS)
+    if nonfinite:
+      raise BenchmarkError(nonfinite)
+    cells, threads = check_flags(options)
+    check_output_dir(options.output_dir)
+    if options.work_dir:
+      check_output_dir(options.work_dir, "--work_dir")
   except (BenchmarkError, OutputError) as e:
     sys.exit(f"error: {e}")
   with contextlib.ExitStack() as held:
     try:
-      held.enter_context(sole_writer(FLAGS.output_dir))
-      if FLAGS.work_dir and (os.path.abspath(FLAGS.work_dir) !=
-                             os.path.abspath(FLAGS.output_dir)):
-        held.enter_context(sole_writer(FLAGS.work_dir, "--work_dir"))
-      out = OutputFiles(FLAGS.output_dir, FLAGS.overwrite)
+      held.enter_context(sole_writer(options.output_dir))
+      if options.work_dir and (os.path.abspath(options.work_dir) !=
+                               os.path.abspath(options.output_dir)):
+        held.enter_context(sole_writer(options.work_dir, "--work_dir"))
+      out = OutputFiles(options.output_dir, options.overwrite)
     except OutputError as e:
       sys.exit(f"error: {e}")
     try:
-      rows = run_benchmark(out, cells, threads)
+      rows = run_benchmark(out, cells, threads, options)
       written = out.commit()
     except BaseException as e:
       out.discard()
@@ -532,7 +575,7 @@ def main(argv):
   print(f"wrote {', '.join(written)}")
   if failed:
     sys.exit(f"error: {len(failed)} cells have no timing (see "
-             f"{os.path.join(FLAGS.output_dir, 'benchmark.md')})")
+             f"{os.path.join(options.output_dir, 'benchmark.md')})")
 
 
 def run():

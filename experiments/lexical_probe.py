@@ -3,7 +3,7 @@
     python -m experiments.lexical_probe --model_dir RUN [--rank 128]
 
 The table's answer to "which word means ...?" is the context word nearest
-the definition in word vectors (`word_table_probe`); no encoder runs.
+the definition in word vectors (`probe`); no encoder runs.
 What it scores is knowledge the table already holds: an
 encoder that scores far below it on the same questions loses that
 knowledge, one that scores above it adds to it. `--rank k` first truncates
@@ -11,49 +11,140 @@ the table to rank k (Eckart-Young, as `low_rank_init` starts a student's).
 The vocabulary is the run's own (task.json's); a --vocab_file must be that
 one (another gives a confident wrong score), and is the shipped uncased one
 for a directory that records none.
+
+Each question asks which context word has a given definition; `probe`
+answers with the context word whose word-piece vectors (averaged) lie
+nearest, by cosine, to the average of the definition's word-piece vectors.
+Only `main` reads the flags (into `ProbeOptions`), and they are defined
+only when the module runs as a command, so tests import its functions.
 """
 
+import dataclasses
 import json
 import os
+import re
 import sys
 
 from absl import app, flags
+import numpy as np
 
 from experiments.paths import DATA, VOCAB
-from experiments.word_table_probe import probe, read_questions, word_table
+from tfmodels.command_options import from_flags
 
-FLAGS = flags.FLAGS
-flags.DEFINE_string("model_dir", None, "A model or run directory.")
-flags.DEFINE_string("data_dir", os.path.join(DATA, "wordnet_qa"),
-                    "WordNet QA (SQuAD v1.1 JSON, as `finetune --task squad` "
-                    "reads it).")
-flags.DEFINE_string("split", "dev", "The split probed.")
-flags.DEFINE_string("vocab_file", None, "The model's vocab.txt (default: "
-                    "the one its task.json records, else the shipped "
-                    "uncased one); refused unless it is the recorded one.")
-flags.DEFINE_integer("rank", 0, "Truncate the table to this rank first "
-                     "(0: as it is).")
-flags.DEFINE_string("output", None, "Also write the figures here (JSON).")
+WORD = re.compile(r"[\w'-]+")
+# Function words never answer a WordNet QA question; in the definition
+# they would pull every vector towards the same few pieces.
+STOP_WORDS = frozenset(
+    "a an the of or and to in by for with that which is as on at from be "
+    "its it".split())
 
 
-def main(argv):
-  del argv
+def _content_words(text):
+  return [w for w in WORD.findall(text) if w.lower() not in STOP_WORDS]
+
+
+def _mean_vector(table, ids):
+  v = table[ids].mean(axis=0)
+  return v / (np.linalg.norm(v) or 1.0)
+
+
+def nearest_word(table, piece_ids, definition, context):
+  """The context word nearest the definition (None if nothing is left).
+
+  piece_ids: {word: its word pieces' ids}, for every content word.
+  """
+  query = [i for w in _content_words(definition) for i in piece_ids[w]]
+  if not query:
+    return None
+  target = _mean_vector(table, query)
+  best, best_score = None, -np.inf
+  for word in _content_words(context):
+    ids = piece_ids[word]
+    if ids:
+      score = float(_mean_vector(table, ids) @ target)
+      if score > best_score:
+        best, best_score = word, score
+  return best
+
+
+def probe(table, tokenizer, questions):
+  """{"correct", "total", "exact_match"} over (definition, context,
+  answer) triples; a word is right when it equals the answer, ignoring
+  case. `tokenizer` is a `WordPieceTokenizer` of the table's vocabulary."""
+  words = sorted({w for d, c, _ in questions
+                  for w in _content_words(f"{d} {c}")})
+  piece_ids = dict(zip(words, tokenizer.ids_batch(words)))
+  correct = sum(
+      (nearest_word(table, piece_ids, d, c) or "").lower() == a.lower()
+      for d, c, a in questions)
+  return {"correct": correct, "total": len(questions),
+          "exact_match": 100.0 * correct / max(len(questions), 1)}
+
+
+def read_questions(path):
+  """(definition, context, answer) of each question of a WordNet QA file."""
+  from tfmodels.data.squad import read_squad
+  from tfmodels.data.wordnet_qa import QUESTION
+  prefix = QUESTION.split("{")[0]
+  questions = []
+  for example in read_squad(path).examples:
+    if not example.question.startswith(prefix):
+      raise ValueError(f"{path}: question {example.qas_id} is not a WordNet "
+                       f"QA question ({prefix!r}...)")
+    questions.append((example.question[len(prefix):].rstrip("?"),
+                      example.context, example.answer_text))
+  if not questions:  # "0 of 0 (0.0%)" would read as a score
+    raise ValueError(f"{path}: no questions to probe")
+  return questions
+
+
+def word_table(model_dir, rank=0):
+  """The model's [vocab, E] word table, truncated to `rank` if > 0."""
+  from tfmodels.checkpoints.model_dir import encoder_of, load_model_dir
+  from tfmodels.distillation.low_rank_init import low_rank_factors
+  model, config, _ = load_model_dir(model_dir)
+  embeddings = encoder_of(model).get_layer("embeddings")
+  if getattr(embeddings, "word_embeddings", None) is None:
+    raise ValueError(f"--model_dir {model_dir}: {config.name} has no plain "
+                     "word table (Kronecker or mixed-vocabulary embeddings)")
+  table = embeddings.word_embeddings.embeddings.numpy().astype(np.float64)
+  if rank:
+    left, right, _ = low_rank_factors(table, rank)
+    table = left @ right
+  return table
+
+
+@dataclasses.dataclass(frozen=True)
+class ProbeOptions:
+  """The command's flags (`_define_flags` says what each is)."""
+  model_dir: str | None = None
+  data_dir: str = os.path.join(DATA, "wordnet_qa")
+  split: str = "dev"
+  vocab_file: str | None = None
+  rank: int = 0
+  output: str | None = None
+
+
+def run_probe(options):
+  """Probes options.model_dir's table, prints the line and writes
+  options.output; exits with one line on a bad option or input."""
   from tfmodels.staging import check_writable, write_file
   from tfmodels.tokenization import WordPieceTokenizer
   from tfmodels.training.tasks import split_file
   from tfmodels.vocab_record import resolve
-  if not FLAGS.model_dir:
+  if not options.model_dir:
     sys.exit("error: --model_dir is required")
-  if FLAGS.rank < 0:
-    sys.exit(f"error: --rank {FLAGS.rank}: must be >= 0")
+  if options.rank < 0:
+    sys.exit(f"error: --rank {options.rank}: must be >= 0")
   try:
-    if FLAGS.output:
-      check_writable(FLAGS.output, "--output")
-    questions = read_questions(split_file(FLAGS.data_dir, FLAGS.split,
+    if options.output:
+      check_writable(options.output, "--output")
+    questions = read_questions(split_file(options.data_dir, options.split,
                                           "json"))
-    vocab_file = resolve(FLAGS.model_dir, FLAGS.vocab_file, default=VOCAB)
+    vocab_file = resolve(options.model_dir, options.vocab_file,
+                         default=VOCAB)
     tokenizer = WordPieceTokenizer(vocab_file, True)
-    table = word_table(FLAGS.model_dir, FLAGS.rank)
+    table = word_table(options.model_dir, options.rank)
     if len(tokenizer.vocab) > len(table):
       raise ValueError(f"--vocab_file {vocab_file} has "
                        f"{len(tokenizer.vocab)} pieces but the table has "
@@ -61,17 +152,43 @@ def main(argv):
   except (OSError, ValueError) as e:
     sys.exit(f"error: {e}")
   result = probe(table, tokenizer, questions)
-  result.update(model_dir=FLAGS.model_dir, rank=FLAGS.rank or None,
-                data_dir=FLAGS.data_dir, split=FLAGS.split)
-  rank = f" at rank {FLAGS.rank}" if FLAGS.rank else ""
-  print(f"{FLAGS.model_dir}: the word table{rank} answers "
+  result.update(model_dir=options.model_dir, rank=options.rank or None,
+                data_dir=options.data_dir, split=options.split)
+  rank = f" at rank {options.rank}" if options.rank else ""
+  print(f"{options.model_dir}: the word table{rank} answers "
         f"{result['correct']} of {result['total']} questions exactly "
         f"({result['exact_match']:.1f}%) by nearest word vector")
-  if FLAGS.output:
-    write_file(FLAGS.output, json.dumps(result, indent=2) + "\n")
+  if options.output:
+    write_file(options.output, json.dumps(result, indent=2) + "\n")
+
+
+def main(argv):
+  del argv
+  run_probe(from_flags(ProbeOptions))
+
+
+def _define_flags(flag_values=flags.FLAGS):
+  defaults = ProbeOptions()
+  flags.DEFINE_string("model_dir", None, "A model or run directory.",
+                      flag_values=flag_values)
+  flags.DEFINE_string("data_dir", defaults.data_dir,
+                      "WordNet QA (SQuAD v1.1 JSON, as `finetune --task "
+                      "squad` reads it).", flag_values=flag_values)
+  flags.DEFINE_string("split", defaults.split, "The split probed.",
+                      flag_values=flag_values)
+  flags.DEFINE_string("vocab_file", None, "The model's vocab.txt (default: "
+                      "the one its task.json records, else the shipped "
+                      "uncased one); refused unless it is the recorded one.",
+                      flag_values=flag_values)
+  flags.DEFINE_integer("rank", defaults.rank, "Truncate the table to this "
+                       "rank first (0: as it is).", flag_values=flag_values)
+  flags.DEFINE_string("output", None, "Also write the figures here (JSON).",
+                      flag_values=flag_values)
 
 
 def run():
+  # Flags exist only when run as a command: tests import this module.
+  _define_flags()
   app.run(main)
 
 

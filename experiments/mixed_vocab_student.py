@@ -29,33 +29,18 @@ project; a re-run skips finished steps and a killed one resumes.
 """
 
 import dataclasses
-import json
 import os
-import sys
 
 from absl import app, flags
 
-from experiments.demo_results import read_history, read_json
-from experiments.paths import DATA, REPO, VOCAB
-from experiments.pipeline import (Step, StepError, check_force,
-                                  check_output_dir,
-                                  python_module, run_steps, sole_writer)
+from experiments import experiment
+from experiments.result_files import read_history, read_json
+from experiments.paths import DATA, VOCAB
+from experiments.pipeline import Step, python_module
 from experiments.real_teacher import MINILM, MINILM_LABEL
+from tfmodels.command_options import from_flags
 from tfmodels.sigterm import exit_on_sigterm
-from tfmodels.staging import OutputError, OutputFiles, write_file
-
-FLAGS = flags.FLAGS
-flags.DEFINE_string("output_dir", None, "Data, runs and scores.")
-flags.DEFINE_string("results_dir", os.path.join(REPO, "experiments",
-                                                "results"),
-                    "Where mixed_vocab_student.{json,md} go.")
-flags.DEFINE_enum("student", "snips_l6_h192",
-                  ["snips_l6_h96", "snips_l6_h192", "snips_l6_h256"],
-                  "The student's shape (the paper's Table 2 rows).")
-flags.DEFINE_enum("scale", "full", ["full", "tiny"], "Experiment size.")
-flags.DEFINE_bool("nokd", True, "Also train and score the NoKD baseline "
-                  "(the paper's comparison; doubles stage II and the task).")
-flags.DEFINE_list("force", [], "Step names to re-run even if done.")
+from tfmodels.staging import write_file
 
 RESULTS_NAME = "mixed_vocab_student"
 STUDENT_VOCAB = os.path.join(DATA, "vocab", "student_vocab.txt")
@@ -95,24 +80,24 @@ MODELS = {
 }
 
 
-class Layout:
+flags.DEFINE_enum("student", "snips_l6_h192",
+                  ["snips_l6_h96", "snips_l6_h192", "snips_l6_h256"],
+                  "The student's shape (the paper's Table 2 rows).")
+flags.DEFINE_bool("nokd", True, "Also train and score the NoKD baseline "
+                  "(the paper's comparison; doubles stage II and the task).")
+experiment.define_flags("Data, runs and scores.", scales=SCALES,
+                        results=f"{RESULTS_NAME}.{{json,md}}")
+
+
+@dataclasses.dataclass(frozen=True)
+class Options(experiment.Options):
+  scale: str = "full"
+  student: str = "snips_l6_h192"
+  nokd: bool = True
+
+
+class Layout(experiment.Layout):
   """Where each step writes under the output directory."""
-
-  def __init__(self, out):
-    self.out = out
-
-  def path(self, *parts):
-    return os.path.join(self.out, *parts)
-
-  def shards(self, name):
-    # The step's directory holds its log and marker; shards one level down.
-    return self.path("data", name, "shards")
-
-  def run(self, name):
-    return self.path("runs", name)
-
-  def finetuned(self, model):
-    return self.path("finetune", model)
 
   def score(self, name):
     return self.path("scores", name)
@@ -296,51 +281,29 @@ def markdown(results):
   return "\n".join(lines) + "\n"
 
 
+def run_experiment(options, out, results):
+  """Runs the recipe into `out`, then stages the results in `results`
+  (OutputFiles) and commits them."""
+  scale = SCALES[options.scale]
+  layout = Layout(out)
+  models = tuple(MODELS) if options.nokd else ("student",)
+  configs = write_configs(layout, options.student)
+  steps = build_steps(layout, scale, configs, models)
+
+  def report(results):
+    data = collect(layout, scale, options.student, options.command, models)
+    table = markdown(data)
+    experiment.stage_results(results, RESULTS_NAME, data, table)
+    return table
+
+  experiment.run_and_report(steps, options, results, report)
+
+
 def main(argv):
   """Flags first (one line each), then the run, alone in --output_dir."""
-  if len(argv) > 1:
-    sys.exit(f"error: unexpected arguments: {' '.join(argv[1:])}")
-  if not FLAGS.output_dir:
-    sys.exit("error: --output_dir is required")
-  scale = SCALES[FLAGS.scale]
-  layout = Layout(os.path.abspath(FLAGS.output_dir))
-  models = tuple(MODELS) if FLAGS.nokd else ("student",)
-  try:  # both places are checked before the work
-    check_output_dir(FLAGS.output_dir)
-    check_output_dir(FLAGS.results_dir, "--results_dir")
-    with sole_writer(layout.out):
-      configs = write_configs(layout, FLAGS.student)
-      steps = build_steps(layout, scale, configs, models)
-      check_force(FLAGS.force, steps)
-      out = OutputFiles(FLAGS.results_dir, overwrite=True,
-                        flag="--results_dir")
-      try:
-        run_experiment(layout, scale, steps, models, out)
-      finally:
-        out.discard()  # committed already, or nothing half-written
-  except OutputError as e:
-    sys.exit(f"error: {e}")
-  except KeyboardInterrupt:
-    sys.exit("interrupted; run the same command again to resume")
-
-
-def run_experiment(layout, scale, steps, models, out):
-  """Runs the steps, then writes the results into `out` (OutputFiles)."""
-  failure = None
-  try:
-    run_steps(steps, force=set(FLAGS.force))
-  except StepError as e:
-    failure = f"error: {e}"  # still report what was measured
-  command = " ".join(["python -m experiments.mixed_vocab_student"]
-                     + sys.argv[1:])
-  results = collect(layout, scale, FLAGS.student, command, models)
-  table = markdown(results)
-  out.add(RESULTS_NAME + ".json", json.dumps(results, indent=1) + "\n")
-  out.add(RESULTS_NAME + ".md", f"# {RESULTS_NAME}\n\n" + table)
-  out.commit()
-  print(table)
-  if failure:
-    sys.exit(failure)
+  command = experiment.command_line("experiments.mixed_vocab_student")
+  experiment.run_command(argv, from_flags(Options, command=command),
+                         run_experiment)
 
 
 def run():

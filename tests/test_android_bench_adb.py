@@ -445,6 +445,15 @@ def test_no_device_is_one_line(lab, models, tmp_path):
       "error: --target adb needs --benchmark_binary")
 
 
+def test_an_adb_that_fails_silently_is_one_line():
+  out = subprocess.run(
+      [sys.executable, "-m", "android_bench", "devices", "--adb=/bin/false"],
+      capture_output=True, text=True, cwd=REPO, timeout=120)
+  assert out.returncode == 1
+  assert out.stderr.strip().splitlines() == [
+      "error: /bin/false devices failed: exit status 1"]
+
+
 def _zone(celsius, status):
   return {"thermal_zones": {"cpu-1-0-usr": celsius * 1000},
           "thermal_status": status}

@@ -283,7 +283,7 @@ def test_one_list_of_modes_serves_every_command():
   for bad in ("int4", "float32_standard", "int8_fast"):
     with pytest.raises(ValueError, match="unknown mode"):
       quantize.parse_mode_label(bad)
-  from experiments.demo_results import DEMO_MODES
+  from experiments.demo_steps import DEMO_MODES
   assert set(DEMO_MODES) <= set(quantize.MODES)
   from experiments.latency_report import MODES as LATENCY_MODES
   assert set(LATENCY_MODES) <= set(quantize.mode_labels())

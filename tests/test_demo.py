@@ -16,9 +16,10 @@ import time
 import pytest
 
 from experiments import demo_steps as demo
-from experiments.demo_results import (QA_F1_TARGET, read_marker,
-                                      teacher_vs_student, verdict)
+from experiments.demo_results import (QA_F1_TARGET, teacher_vs_student,
+                                      verdict)
 from experiments.pipeline import Step, StepError, run_steps
+from experiments.result_files import read_marker
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -201,6 +202,22 @@ def test_demo_chain(tmp_path):
   json.dump({"sizes": {"student_steps": 1}}, open(layout.plan, "w"))
   with pytest.raises(Exception, match="holds a demo of another size"):
     demo.check_plan(layout, "full", scale)
+
+
+def test_plan_records_the_student_under_its_name(tmp_path):
+  # plan.json keeps its keys: the student's sizes and carving flags go by
+  # demo.STUDENT, the one place the demo names its student.
+  assert demo.STUDENT == "carved"
+  record = demo.check_plan(demo.Layout(str(tmp_path)), "full",
+                           demo.SCALES["full"])
+  assert record["carved_student"] == [str(a) for a in demo.CARVED_STUDENT]
+  sizes = record["sizes"]
+  assert (sizes["carved_qa_steps"], sizes["carved_spam_steps"],
+          sizes["carved_learning_rate"]) == (250, 40, 2e-4)
+  assert not any(k.startswith("student_") for k in sizes)
+  assert sizes["qa_export_length"] == 384  # the app's length
+  assert demo.task_step(demo.STUDENT, "qa") == "carved_qa"
+  assert demo.convert_step(demo.STUDENT, "spam") == "convert_carved_spam"
 
 
 def test_demo_qat_steps_reach_the_carved_qa_conversion(tmp_path):

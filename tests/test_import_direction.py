@@ -3,7 +3,8 @@
 tfmodels <- converters <- android_bench <- experiments (shared/DESIGN.md):
 every import statement of the product, those inside functions included, is
 parsed (nothing is imported), so a helper that two stages need has to live
-in the earlier one.
+in the earlier one. Within a stage, SUBPACKAGE_RULES forbid a sub-package
+to import another (the distillation stage comes before training).
 """
 
 import ast
@@ -14,6 +15,10 @@ import pytest
 from conftest import REPO
 
 STAGES = ("tfmodels", "converters", "android_bench", "experiments")
+# (importer, imported): nothing under the first imports anything under the
+# second. Distillation (initialisations, losses) is a stage of its own that
+# the training commands use, never the other way round.
+SUBPACKAGE_RULES = (("tfmodels.distillation", "tfmodels.training"),)
 
 
 def product_modules(root=REPO):
@@ -73,6 +78,17 @@ def backward_imports(graph):
                 if rank[b.split(".")[0]] > rank[a.split(".")[0]])
 
 
+def _under(module, package):
+  return module == package or module.startswith(package + ".")
+
+
+def forbidden_imports(graph, rules=SUBPACKAGE_RULES):
+  """(importer, imported) pairs that break a sub-package rule."""
+  return sorted((a, b) for a, targets in graph.items() for b in targets
+                for importer, imported in rules
+                if _under(a, importer) and _under(b, imported))
+
+
 def cycles(graph):
   """Strongly connected components of more than one module (Tarjan)."""
   index, low, stack, on_stack, found = {}, {}, [], set(), []
@@ -114,6 +130,11 @@ def test_every_stage_imports_only_earlier_stages(graph):
   assert backward_imports(graph) == []
 
 
+def test_sub_packages_import_only_what_their_rules_allow(graph):
+  assert any(_under(m, "tfmodels.distillation") for m in graph)
+  assert forbidden_imports(graph) == []
+
+
 def test_no_modules_import_each_other(graph):
   assert cycles(graph) == []
 
@@ -126,10 +147,17 @@ def test_the_product_never_imports_test_code():
 
 def test_the_checks_catch_what_they_forbid(tmp_path):
   """The same functions on a made-up tree: a backward import, a cycle
-  through a lazy import and a relative one are all found."""
+  through a lazy import and a relative one, and distillation importing
+  training (lazily, and relatively) are all found."""
   files = {
       "tfmodels/__init__.py": "",
       "tfmodels/a.py": "def f():\n  from converters import b\n",
+      "tfmodels/distillation/__init__.py": "",
+      "tfmodels/distillation/e.py": ("def g():\n"
+                                     "  from ..training import loop\n"),
+      "tfmodels/training/__init__.py": "",
+      "tfmodels/training/loop.py": "",
+      "tfmodels/training/run.py": "from tfmodels.distillation import e\n",
       "converters/__init__.py": "",
       "converters/b.py": "from . import c\n",
       "converters/c.py": "import converters.b\n",
@@ -143,3 +171,6 @@ def test_the_checks_catch_what_they_forbid(tmp_path):
   assert backward_imports(made_up) == [("tfmodels.a", "converters"),
                                        ("tfmodels.a", "converters.b")]
   assert cycles(made_up) == [["converters.b", "converters.c"]]
+  assert forbidden_imports(made_up) == [
+      ("tfmodels.distillation.e", "tfmodels.training"),
+      ("tfmodels.distillation.e", "tfmodels.training.loop")]

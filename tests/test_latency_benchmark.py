@@ -192,3 +192,46 @@ def test_checks_decide_the_issue_and_skip_oversubscribed_host_rows():
   with_4 = latency_report.checks(rows, host_cores=4)
   assert ("MobileBERT int8 <= dynamic (host, 4 thr)", False,
           "14.00 vs 13.00 ms") in with_4
+
+
+def test_library_takes_options_not_flags(tmp_path):
+  """Issue 30: only main() reads FLAGS; the checks and the cache key run on
+  a BenchmarkOptions built without parsing a command line. Its own process:
+  the command's absl flags clash with other experiments'."""
+  vocab = _vocab(tmp_path / "vocab.txt")
+  script = (
+      "import dataclasses, json\n"
+      "from experiments import latency_benchmark as bench\n"
+      "from tfmodels.command_options import with_defaults\n"
+      "o = with_defaults(bench.BenchmarkOptions, models=('tiny_mobilebert',),"
+      " variants=('nonorm_relu', 'layernorm_gelu'), modes=('float32',"
+      " 'int8_standard'), threads=('2', '1'), calibration_data="
+      f"{str(vocab)!r}, vocab_file={str(vocab)!r})\n"
+      "cells, threads = bench.check_flags(o)\n"
+      "order = sorted(cells, key=lambda c: bench._timing_order(c, o))\n"
+      "float_cell = cells[0]\n"
+      "unfolded = dataclasses.replace(o, fold_nonorm=False)\n"
+      "print(json.dumps({'stems': [c.stem for c in order],"
+      " 'threads': threads,"
+      " 'same_key': bench._key(float_cell, o) == bench._key(float_cell,"
+      " dataclasses.replace(o, num_calibration_samples=3)),"
+      " 'int8_key_moves': bench._key(cells[1], o) != bench._key(cells[1],"
+      " dataclasses.replace(o, num_calibration_samples=3)),"
+      " 'fold_moves': bench._key(float_cell, o) != bench._key(float_cell,"
+      " unfolded)}))\n"
+      "try:\n"
+      "  bench.check_flags(dataclasses.replace(o, threads=('0',)))\n"
+      "except bench.BenchmarkError as e:\n"
+      "  print(e)\n")
+  result = subprocess.run([sys.executable, "-c", script], capture_output=True,
+                          text=True, env=tiny_models.env(), cwd=REPO)
+  assert result.returncode == 0, result.stderr[-3000:]
+  found, error = result.stdout.strip().splitlines()
+  assert json.loads(found) == {
+      "stems": ["tiny_mobilebert_nonorm_relu_float32",
+                "tiny_mobilebert_layernorm_gelu_float32",
+                "tiny_mobilebert_nonorm_relu_int8_standard",
+                "tiny_mobilebert_layernorm_gelu_int8_standard"],
+      "threads": [2, 1], "same_key": True, "int8_key_moves": True,
+      "fold_moves": True}
+  assert error == "--threads: give thread counts >= 1"

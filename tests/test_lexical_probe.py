@@ -1,15 +1,18 @@
-"""experiments.lexical_probe (and its library, word_table_probe): the word
-a table alone picks, on hand-built tables whose right answer is known."""
+"""experiments.lexical_probe (the command and its functions): the word a
+table alone picks, on hand-built tables whose right answer is known."""
 
 import json
 import subprocess
 import sys
 
+from absl import flags
 import numpy as np
 import pytest
 
 from conftest import REPO, write_lines
-from experiments.word_table_probe import probe, read_questions
+from experiments.lexical_probe import (ProbeOptions, _define_flags, probe,
+                                       read_questions, run_probe)
+from tfmodels.command_options import with_defaults
 from tfmodels.tokenization import SPECIAL_TOKENS, WordPieceTokenizer
 
 WORDS = ["large", "animal", "small", "feline", "elephant", "kitten", "dog",
@@ -145,3 +148,17 @@ def test_an_empty_question_set_is_refused(tmp_path):
   data = _data(tmp_path, [])
   with pytest.raises(ValueError, match=f"^{data}: no questions to probe$"):
     read_questions(str(data))
+
+
+def test_the_options_are_the_flags_and_importing_defines_none():
+  """Importing the module (as this test does) defines no flags, so it
+  cannot clash with another command's; a bare command line gives the
+  options' defaults, and run_probe takes them without any flags."""
+  assert not flags.FLAGS.flags_by_module_dict().get(
+      "experiments.lexical_probe")
+  values = flags.FlagValues()
+  _define_flags(values)
+  values(["lexical_probe"])
+  assert with_defaults(ProbeOptions, values) == ProbeOptions()
+  with pytest.raises(SystemExit, match="^error: --model_dir is required$"):
+    run_probe(ProbeOptions())

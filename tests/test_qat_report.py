@@ -39,7 +39,7 @@ def finetuned(tmp_path_factory):
 
 def _argv(finetuned, tmp_path, *extra):
   model_dir, data = finetuned
-  return [sys.executable, "-m", "converters.qat_report", "--model_dir",
+  return [sys.executable, "-m", "experiments.qat_report", "--model_dir",
           model_dir, "--data_dir", data, "--work_dir", tmp_path / "work",
           "--results_dir", tmp_path / "results", "--qat_steps", 2, *extra]
 
@@ -171,3 +171,34 @@ def test_rerun_after_a_failed_conversion_redoes_only_it(finetuned, tmp_path):
   assert third.stderr.strip().endswith(
       "qat_standard holds a conversion made with other flags (pass "
       "--overwrite)")
+
+
+def test_parts_come_from_options_not_flags(tmp_path):
+  """Issue 30: only main() reads FLAGS; the parts are planned from a
+  QatReportOptions built without a command line (its own process: the
+  command's absl flags clash with other commands')."""
+  script = (
+      "import json, os, sys\n"
+      "from experiments import qat_report\n"
+      "from tfmodels.command_options import with_defaults\n"
+      "top = sys.argv[1]\n"
+      "o = with_defaults(qat_report.QatReportOptions, model_dir=os.path.join("
+      "top, 'm'), data_dir=os.path.join(top, 'd'), work_dir=os.path.join("
+      "top, 'w'), int8_recipe='strict', qat_steps=5)\n"
+      "print(json.dumps([(p.name, p.output_dir, p.flags, p.state())"
+      " for p in qat_report._parts(o)]))\n")
+  result = subprocess.run([sys.executable, "-c", script, str(tmp_path)],
+                          capture_output=True, text=True,
+                          cwd=tiny_models.REPO, env=tiny_models.env(),
+                          timeout=120)
+  assert result.returncode == 0, result.stderr[-3000:]
+  common = ["--model_dir", str(tmp_path / "m"), "--data_dir",
+            str(tmp_path / "d"), "--eval_split", "dev"]
+  ptq, qat = (str(tmp_path / "w" / f"{n}_strict") for n in ("ptq", "qat"))
+  assert json.loads(result.stdout) == [
+      ["ptq", ptq, [*common, "--output_dir", ptq, "--name", "model",
+                    "--modes", "float32,int8", "--strict_int8"], "missing"],
+      ["qat", qat, [*common, "--output_dir", qat, "--name", "model",
+                    "--modes", "int8", "--strict_int8", "--qat_steps", "5",
+                    "--qat_learning_rate", "1e-05", "--qat_batch_size",
+                    "16"], "missing"]]

@@ -93,6 +93,25 @@ class MaskedLMHead(keras.layers.Layer):
                                + self.student_output_bias)
     return out
 
+  def get_config(self):
+    # The tied embeddings go by value: a head revived from its config has
+    # its own copy (as keras-hub's MaskedLMHead does), no longer tied.
+    config = super().get_config()
+    config.update(config=self.config.to_dict(),
+                  embeddings=keras.layers.serialize(self.embeddings))
+    return config
+
+  @classmethod
+  def from_config(cls, config):
+    config = dict(config)
+    model_config = ModelConfig.coerce(config.pop("config"))
+    embeddings = keras.layers.deserialize(config.pop("embeddings"))
+    # Its tables exist once it has been called, as the encoder's do before
+    # the head reads them.
+    ids = tf.zeros([1, 1], tf.int32)
+    embeddings(ids, ids)
+    return cls(model_config, embeddings, **config)
+
 
 @keras.utils.register_keras_serializable(package="tfmodels")
 class ClassificationHead(keras.layers.Layer):

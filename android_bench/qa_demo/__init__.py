@@ -12,6 +12,7 @@ the golden vectors (`golden.py`) hold the Java side to the Python results.
 """
 
 from converters.contract import CONTRACT_INPUTS, HEAD_OUTPUTS
+from tfmodels.data import squad
 
 # The model contract (converters/contract.py): [1, L] int32 inputs, float32
 # outputs, looked up by these names.
@@ -21,7 +22,7 @@ OUTPUT_NAMES = HEAD_OUTPUTS["span"]
 # Windows and decoding, as the official BERT QA example (question <= 64
 # pieces, answers <= 32 pieces) and Google's run_squad.py (stride 128,
 # n-best 20).
-SEQUENCE_LENGTH = 384
+SEQUENCE_LENGTH = squad.MAX_SEQ_LENGTH
 DOC_STRIDE = 128
 MAX_QUERY_LENGTH = 64
 N_BEST_SIZE = 20

@@ -3,7 +3,8 @@ the API an Android app calls on our QA models (`tflite_support.task.text`,
 the same C++ core as the Android and iOS libraries).
 
     .venv-task/bin/python android_bench/qa_demo/task_library.py \
-        --model app_assets/qa_model.tflite --questions questions.json
+        --model app_assets/qa_model.tflite --questions questions.json \
+        --max_seq_length "$L"  # BertQuestionAnswerer's fixed length
 
 --questions is a JSON list of {"question", "passage"}; prints a JSON list
 of {"answer", "start", "end", "logit"} (the Task Library's best span per
@@ -20,9 +21,6 @@ import argparse
 import json
 import sys
 
-# BertQuestionAnswerer's kMaxSeqLen: it always fills [1, 384] tensors.
-TASK_LIBRARY_LENGTH = 384
-
 
 def main():
   parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
@@ -30,6 +28,10 @@ def main():
                       help="QA .tflite with Task Library metadata")
   parser.add_argument("--questions", required=True,
                       help="JSON list of {question, passage}")
+  parser.add_argument("--max_seq_length", type=int, required=True,
+                      help="BertQuestionAnswerer's kMaxSeqLen, the [1, L] it "
+                      "always fills (the caller's "
+                      "tfmodels.data.squad.MAX_SEQ_LENGTH)")
   args = parser.parse_args()
   try:
     with open(args.questions, encoding="utf-8") as f:
@@ -54,9 +56,9 @@ def main():
     except RuntimeError as e:  # e.g. "Bad StatusOr access"
       sys.exit(f"error: --model {args.model}: the Task Library could not "
                f"run it ({e}); its BertQuestionAnswerer feeds [1, "
-               f"{TASK_LIBRARY_LENGTH}] inputs, so the model must take "
+               f"{args.max_seq_length}] inputs, so the model must take "
                f"that length (convert_tflite --max_seq_length "
-               f"{TASK_LIBRARY_LENGTH})")
+               f"{args.max_seq_length})")
     best = answers[0] if answers else None
     out.append({"answer": best.text if best else "",
                 "start": best.pos.start if best else None,

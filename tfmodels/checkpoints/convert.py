@@ -13,11 +13,13 @@ SavedModel (see `model_dir.py`). Every tensor must map to a variable and every
 variable to a tensor, with the same shape, or nothing is written.
 """
 
+import dataclasses
 import os
 import sys
 
 from absl import app, flags, logging
 
+from tfmodels.command_options import from_flags
 from tfmodels.sigterm import exit_on_sigterm
 
 FLAGS = flags.FLAGS
@@ -35,25 +37,40 @@ flags.mark_flag_as_required("input")
 flags.mark_flag_as_required("output")
 
 
-def _import(source_format):
-  if source_format == "hf":
+@dataclasses.dataclass(frozen=True)
+class ConvertCheckpointOptions:
+  """The command line, one field per flag; `main` builds it with
+  `command_options.from_flags`, other callers with
+  `command_options.with_defaults(ConvertCheckpointOptions, **values)`.
+  --from, a Python keyword, is the field `from_`."""
+  to: str | None
+  input: str
+  output: str
+  config: str | None
+  name: str | None
+  overwrite: bool
+  from_: str | None = None  # --from
+
+
+def _import(options):
+  if options.from_ == "hf":
     from tfmodels.checkpoints import hf
-    return hf.import_checkpoint(FLAGS.input, FLAGS.name)
+    return hf.import_checkpoint(options.input, options.name)
   from tfmodels.checkpoints import tf1
-  return tf1.import_checkpoint(FLAGS.input, FLAGS.config, FLAGS.name)
+  return tf1.import_checkpoint(options.input, options.config, options.name)
 
 
-def _export_hf():
+def _export_hf(options):
   from tfmodels.checkpoints.hf import export_checkpoint
   from tfmodels.checkpoints.model_dir import load_model_dir
   from tfmodels.staging import staged_directory
   from tfmodels.write_errors import WRITE_FAILURES, refused
-  model, config, head = load_model_dir(FLAGS.input)
+  model, config, head = load_model_dir(options.input)
   try:
-    with staged_directory(FLAGS.output) as staging:
+    with staged_directory(options.output) as staging:
       export_checkpoint(model, config, head, staging)
   except WRITE_FAILURES as e:  # a full disk: nothing is left half-written
-    raise refused(FLAGS.output, "the model", e,
+    raise refused(options.output, "the model", e,
                   "nothing was written") from None
   return config, head
 
@@ -61,34 +78,36 @@ def _export_hf():
 def main(argv):
   if len(argv) > 1:
     raise app.UsageError(f"unexpected arguments: {' '.join(argv[1:])}")
-  source_format = FLAGS["from"].value
-  if (source_format is None) == (FLAGS.to is None):
+  options = from_flags(ConvertCheckpointOptions, FLAGS,
+                       from_=FLAGS["from"].value)
+  source_format = options.from_
+  if (source_format is None) == (options.to is None):
     sys.exit("error: give exactly one of --from and --to")
-  if os.path.exists(FLAGS.output) and not FLAGS.overwrite:
-    sys.exit(f"error: --output {FLAGS.output} exists (pass --overwrite)")
+  if os.path.exists(options.output) and not options.overwrite:
+    sys.exit(f"error: --output {options.output} exists (pass --overwrite)")
   from tfmodels.staging import OutputError, lock_until_exit
   try:  # writable, and no other writer
-    lock_until_exit(FLAGS.output, "--output")
+    lock_until_exit(options.output, "--output")
   except OutputError as e:
     sys.exit(f"error: {e}")
-  if not os.path.exists(FLAGS.input) and not (
-      source_format == "tf1" and os.path.exists(FLAGS.input + ".index")):
-    sys.exit(f"error: --input {FLAGS.input}: no such file or directory")
+  if not os.path.exists(options.input) and not (
+      source_format == "tf1" and os.path.exists(options.input + ".index")):
+    sys.exit(f"error: --input {options.input}: no such file or directory")
   logging.set_verbosity(logging.WARNING)  # SavedModel writing is chatty
   from tfmodels.checkpoints.weight_mapping import CheckpointError
   from tfmodels.configs import ConfigError
   try:
-    if FLAGS.to:
-      config, head = _export_hf()
+    if options.to:
+      config, head = _export_hf(options)
     else:
       from tfmodels.checkpoints.model_dir import save_model_dir
-      model, config, head = _import(source_format)
-      save_model_dir(model, config, head, FLAGS.output, FLAGS.overwrite)
+      model, config, head = _import(options)
+      save_model_dir(model, config, head, options.output, options.overwrite)
   except (CheckpointError, ConfigError, OSError, OutputError) as e:
     sys.exit(f"error: {e}")
   print(f"{config.name}: {config.model_type}, {config.num_hidden_layers} "
         f"layers, hidden {config.hidden_size}, head {head.kind} -> "
-        f"{FLAGS.output}")
+        f"{options.output}")
 
 
 def run():

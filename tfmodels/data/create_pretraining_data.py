@@ -14,6 +14,7 @@ token's vocabulary (0 teacher, 1 student). `meta.json` beside the shards
 records the settings and counts, so readers need not be told the lengths.
 """
 
+import dataclasses
 import json
 import os
 import random
@@ -21,6 +22,7 @@ import sys
 
 from absl import app, flags
 
+from tfmodels.command_options import from_flags
 from tfmodels.flag_checks import refuse_nonfinite_floats
 from tfmodels.sigterm import exit_on_sigterm
 
@@ -52,100 +54,127 @@ flags.DEFINE_bool("overwrite", False, "Replace an existing --output_dir.")
 for _name in ("input_file", "output_dir", "vocab_file"):
   flags.mark_flag_as_required(_name)
 
+
+@dataclasses.dataclass(frozen=True)
+class CreatePretrainingDataOptions:
+  """The command line, one field per flag; `main` builds it with
+  `command_options.from_flags`, other callers with
+  `command_options.with_defaults(CreatePretrainingDataOptions, **values)`."""
+  input_file: tuple
+  output_dir: str
+  vocab_file: str
+  do_lower_case: bool
+  student_vocab_file: str | None
+  max_seq_length: int
+  max_predictions_per_seq: int
+  masked_lm_prob: float
+  short_seq_prob: float
+  dupe_factor: int
+  do_whole_word_mask: bool
+  max_ngram: int
+  sentence_objective: str
+  student_vocab_prob: float
+  max_teacher_predictions: int
+  num_shards: int
+  random_seed: int
+  overwrite: bool
+
+
 def main(argv):
   if len(argv) > 1:
     raise app.UsageError(f"unexpected arguments: {' '.join(argv[1:])}")
-  refuse_nonfinite_floats()
+  refuse_nonfinite_floats(FLAGS)
+  command = from_flags(CreatePretrainingDataOptions, FLAGS)
   from tfmodels.data.pretraining import MixedVocabulary, PretrainingOptions
   from tfmodels.staging import OutputError, output_lock
   from tfmodels.tokenization import VocabError, WordPieceTokenizer
-  for path in FLAGS.input_file:
+  for path in command.input_file:
     if not os.path.isfile(path):
       sys.exit(f"error: --input_file {path}: no such file")
-  if FLAGS.num_shards < 1 or FLAGS.dupe_factor < 1:
+  if command.num_shards < 1 or command.dupe_factor < 1:
     sys.exit("error: --num_shards and --dupe_factor must be >= 1")
   try:
     options = PretrainingOptions(
-        max_seq_length=FLAGS.max_seq_length,
-        max_predictions_per_seq=FLAGS.max_predictions_per_seq,
-        masked_lm_prob=FLAGS.masked_lm_prob,
-        short_seq_prob=FLAGS.short_seq_prob,
-        whole_word_mask=FLAGS.do_whole_word_mask,
-        max_ngram=FLAGS.max_ngram,
-        sentence_objective=FLAGS.sentence_objective,
-        student_vocab_prob=FLAGS.student_vocab_prob,
-        max_teacher_predictions=FLAGS.max_teacher_predictions)
+        max_seq_length=command.max_seq_length,
+        max_predictions_per_seq=command.max_predictions_per_seq,
+        masked_lm_prob=command.masked_lm_prob,
+        short_seq_prob=command.short_seq_prob,
+        whole_word_mask=command.do_whole_word_mask,
+        max_ngram=command.max_ngram,
+        sentence_objective=command.sentence_objective,
+        student_vocab_prob=command.student_vocab_prob,
+        max_teacher_predictions=command.max_teacher_predictions)
   except ValueError as e:
     sys.exit(f"error: --{e}")
   try:
-    teacher = WordPieceTokenizer(FLAGS.vocab_file, FLAGS.do_lower_case)
-    student = (WordPieceTokenizer(FLAGS.student_vocab_file,
-                                  FLAGS.do_lower_case)
-               if FLAGS.student_vocab_file else None)
+    teacher = WordPieceTokenizer(command.vocab_file, command.do_lower_case)
+    student = (WordPieceTokenizer(command.student_vocab_file,
+                                  command.do_lower_case)
+               if command.student_vocab_file else None)
   except VocabError as e:
     sys.exit(f"error: {e}")
   vocab = MixedVocabulary(teacher, student)
   try:
     # One writer per output: a second run into it is refused at once.
-    with output_lock(FLAGS.output_dir, "--output_dir"):
-      _create(options, vocab)
+    with output_lock(command.output_dir, "--output_dir"):
+      _create(options, vocab, command)
   except OutputError as e:
     sys.exit(f"error: {e}")
 
 
-def _create(options, vocab):
+def _create(options, vocab, command):
   """Refuses an existing output it may not replace, then builds and writes
-  the shards."""
-  import dataclasses
+  the shards (`options` the PretrainingOptions, `command` the command
+  line's)."""
   from tfmodels.data.pretraining import create_instances, read_documents
   from tfmodels.data.pretraining_records import (is_own_output, summarize,
                                                  write_shards)
 
-  if os.path.exists(FLAGS.output_dir):
-    if not FLAGS.overwrite:
-      sys.exit(f"error: --output_dir {FLAGS.output_dir} exists "
+  if os.path.exists(command.output_dir):
+    if not command.overwrite:
+      sys.exit(f"error: --output_dir {command.output_dir} exists "
                "(pass --overwrite to replace it)")
-    if not os.path.isdir(FLAGS.output_dir) or not is_own_output(
-        FLAGS.output_dir):
-      sys.exit(f"error: --output_dir {FLAGS.output_dir} holds files that are "
-               "not pre-training shards; refusing to replace it")
+    if not os.path.isdir(command.output_dir) or not is_own_output(
+        command.output_dir):
+      sys.exit(f"error: --output_dir {command.output_dir} holds files that "
+               "are not pre-training shards; refusing to replace it")
 
-  print(f"Reading {len(FLAGS.input_file)} file(s)...", flush=True)
+  print(f"Reading {len(command.input_file)} file(s)...", flush=True)
   try:
-    documents = read_documents(FLAGS.input_file, vocab)
+    documents = read_documents(command.input_file, vocab)
   except ValueError as e:
     sys.exit(f"error: --input_file {e}")
   if len(documents) < 2:
     sys.exit(f"error: --input_file has {len(documents)} document(s); "
              "separate documents with blank lines (need at least 2)")
   print(f"{len(documents)} documents; building instances "
-        f"(dupe_factor={FLAGS.dupe_factor})", flush=True)
+        f"(dupe_factor={command.dupe_factor})", flush=True)
   from tqdm import tqdm
-  rng = random.Random(FLAGS.random_seed)
-  with tqdm(total=len(documents) * FLAGS.dupe_factor, unit="doc",
+  rng = random.Random(command.random_seed)
+  with tqdm(total=len(documents) * command.dupe_factor, unit="doc",
             file=sys.stdout) as bar:
     instances = create_instances(documents, vocab, options, rng,
-                                 FLAGS.dupe_factor, progress=bar.update)
+                                 command.dupe_factor, progress=bar.update)
 
   from tfmodels.staging import staged_directory
-  with staged_directory(FLAGS.output_dir) as staging:
-    write_shards(instances, vocab, options, staging, FLAGS.num_shards)
+  with staged_directory(command.output_dir) as staging:
+    write_shards(instances, vocab, options, staging, command.num_shards)
     meta = {
         "options": dataclasses.asdict(options),
         "mixed_vocabulary": vocab.mixed,
         "teacher_vocab_size": vocab.teacher_size,
         "vocab_size": vocab.size,
-        "num_shards": FLAGS.num_shards,
+        "num_shards": command.num_shards,
         "documents": len(documents),
-        "dupe_factor": FLAGS.dupe_factor,
-        "input_files": FLAGS.input_file,
-        "random_seed": FLAGS.random_seed,
+        "dupe_factor": command.dupe_factor,
+        "input_files": command.input_file,
+        "random_seed": command.random_seed,
         **summarize(instances, vocab),
     }
     with open(os.path.join(staging, "meta.json"), "w") as f:
       json.dump(meta, f, indent=2)
   print(f"Wrote {meta['instances']} instances, masked fraction "
-        f"{meta['masked_fraction']:.4f}, to {FLAGS.output_dir}")
+        f"{meta['masked_fraction']:.4f}, to {command.output_dir}")
 
 
 def run():

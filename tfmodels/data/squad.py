@@ -220,7 +220,15 @@ def _max_context_window(spans, num_pieces):
   return best
 
 
-def build_features(examples, tokenizer, max_seq_length=384, doc_stride=128,
+# BERT's SQuAD length, and the one the Android Task Library's
+# BertQuestionAnswerer feeds ([1, L] with this L): the QA default of convert_tflite,
+# the app (android_bench.qa_demo) and the Java FeatureBuilder (checked equal
+# by tests/test_qa_demo_java.py). The one place the number stands.
+MAX_SEQ_LENGTH = 384
+
+
+def build_features(examples, tokenizer, max_seq_length=MAX_SEQ_LENGTH,
+                   doc_stride=128,
                    max_query_length=64, is_training=False):
   """Examples -> (dict of int32 arrays, list of `FeatureMeta`), one row per
   window.

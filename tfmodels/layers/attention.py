@@ -9,7 +9,7 @@ different tensors of different widths (MobileBERT's shared bottleneck).
 import tensorflow as tf
 import tf_keras as keras
 
-from tfmodels.layers.kronecker import make_dense
+from tfmodels.layers.kronecker import make_dense, plain_shapes
 from tfmodels.layers.normalization import make_normalization
 
 
@@ -125,9 +125,9 @@ class MultiHeadAttention(keras.layers.Layer):
                   output_size=self.output_size, dropout=self.dropout_rate,
                   mask_bias=self.mask_bias,
                   initializer_range=self.initializer_range,
-                  kronecker_shapes=self.kronecker_shapes,
+                  kronecker_shapes=plain_shapes(self.kronecker_shapes),
                   kronecker_num_sums=self.kronecker_num_sums,
-                  low_rank_ranks=self.low_rank_ranks)
+                  low_rank_ranks=dict(self.low_rank_ranks))
     return config
 
 
@@ -191,4 +191,7 @@ class SelfAttentionBlock(keras.layers.Layer):
   def get_config(self):
     config = super().get_config()
     config.update(self._config)
+    config.update(kronecker_shapes=plain_shapes(self._config[
+        "kronecker_shapes"]), low_rank_ranks=dict(self._config[
+            "low_rank_ranks"]))
     return config

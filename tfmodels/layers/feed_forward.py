@@ -3,7 +3,7 @@
 import tf_keras as keras
 
 from tfmodels.layers.activations import get_activation
-from tfmodels.layers.kronecker import make_dense
+from tfmodels.layers.kronecker import make_dense, plain_shapes
 from tfmodels.layers.normalization import make_normalization
 
 
@@ -74,4 +74,7 @@ class FeedForward(keras.layers.Layer):
   def get_config(self):
     config = super().get_config()
     config.update(self._config)
+    config.update(kronecker_shapes=plain_shapes(self._config[
+        "kronecker_shapes"]), low_rank_ranks=dict(self._config[
+            "low_rank_ranks"]))
     return config

@@ -179,6 +179,12 @@ class KroneckerEmbedding(keras.layers.Layer):
     return config
 
 
+def plain_shapes(shapes):
+  """{name: [m1, n1]}: a layer's kronecker_shapes as plain JSON for its
+  config (Keras wraps a layer's dict attributes in trackable wrappers)."""
+  return {name: [int(v) for v in shape] for name, shape in shapes.items()}
+
+
 def make_dense(units, name, initializer_range, kronecker_shape=None,
                num_sums=1, activation=None, low_rank=0):
   """A Dense layer, or a KroneckerDense when the config factorises it, or a

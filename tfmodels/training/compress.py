@@ -25,12 +25,14 @@ dev metrics before any training. Task-stage distillation then runs through
 (or `hidden`).
 """
 
+import dataclasses
 import json
 import os
 import sys
 
 from absl import app, flags, logging
 
+from tfmodels.command_options import from_flags
 from tfmodels.flag_checks import nonfinite_float_flag
 from tfmodels.sigterm import exit_on_sigterm
 
@@ -63,6 +65,28 @@ for _name in ("teacher_dir", "data_dir", "model_dir"):
   flags.mark_flag_as_required(_name)
 
 
+@dataclasses.dataclass(frozen=True)
+class CompressOptions:
+  """The command line, one field per flag; `main` builds it with
+  `command_options.from_flags`, other callers with
+  `command_options.with_defaults(CompressOptions, **values)`."""
+  teacher_dir: str
+  data_dir: str
+  model_dir: str
+  heads: int
+  intermediate_size: int
+  target_params: float
+  low_rank: str
+  substitute: str
+  recover_steps: int
+  recover_learning_rate: float
+  calibration_examples: int
+  batch_size: int
+  evaluate: bool
+  seed: int
+  overwrite: bool
+
+
 def parse_ranks(text):
   """"word_embeddings=128,query=96" -> {"word_embeddings": 128, ...}."""
   from tfmodels.configs import LOW_RANK_MATRICES
@@ -78,24 +102,22 @@ def parse_ranks(text):
   return ranks
 
 
-def _check_flags():
-  """One line naming the flag, before any work."""
-  nonfinite = nonfinite_float_flag()
-  if nonfinite:
-    return nonfinite
+def _check_options(options):
+  """One line naming the flag, before any work (the caller has refused
+  non-finite floats: `tfmodels.flag_checks`)."""
   for name in ("heads", "intermediate_size", "recover_steps"):
-    if getattr(FLAGS, name) < 0:
-      return f"--{name} {getattr(FLAGS, name)}: must be >= 0"
+    if getattr(options, name) < 0:
+      return f"--{name} {getattr(options, name)}: must be >= 0"
   for name in ("calibration_examples", "batch_size"):
-    if getattr(FLAGS, name) < 1:
-      return f"--{name} {getattr(FLAGS, name)}: must be >= 1"
-  if not 0.0 <= FLAGS.target_params < 1.0:
-    return f"--target_params {FLAGS.target_params}: must be in [0, 1)"
-  if not FLAGS.recover_learning_rate > 0:
-    return (f"--recover_learning_rate {FLAGS.recover_learning_rate}: must "
+    if getattr(options, name) < 1:
+      return f"--{name} {getattr(options, name)}: must be >= 1"
+  if not 0.0 <= options.target_params < 1.0:
+    return f"--target_params {options.target_params}: must be in [0, 1)"
+  if not options.recover_learning_rate > 0:
+    return (f"--recover_learning_rate {options.recover_learning_rate}: must "
             "be > 0")
-  if os.path.exists(FLAGS.model_dir) and not FLAGS.overwrite:
-    return f"--model_dir {FLAGS.model_dir}: exists (pass --overwrite)"
+  if os.path.exists(options.model_dir) and not options.overwrite:
+    return f"--model_dir {options.model_dir}: exists (pass --overwrite)"
   return None
 
 
@@ -129,7 +151,8 @@ def plan(teacher_config, heads, intermediate_size, target, ranks):
 def main(argv):
   if len(argv) > 1:
     raise app.UsageError(f"unexpected arguments: {' '.join(argv[1:])}")
-  error = _check_flags()
+  options = from_flags(CompressOptions, FLAGS)
+  error = nonfinite_float_flag(FLAGS) or _check_options(options)
   if error:
     sys.exit(f"error: {error}")
   logging.set_verbosity(logging.WARNING)
@@ -143,27 +166,28 @@ def main(argv):
   from tfmodels.training.tasks import make_task
   from tfmodels.vocab_record import resolve, with_record
   try:  # the cheap checks first
-    lock_until_exit(FLAGS.model_dir, "--model_dir")
-    task_spec = read_task_spec(FLAGS.teacher_dir)
-    teacher_config = load_config(os.path.join(FLAGS.teacher_dir,
+    lock_until_exit(options.model_dir, "--model_dir")
+    task_spec = read_task_spec(options.teacher_dir)
+    teacher_config = load_config(os.path.join(options.teacher_dir,
                                               "config.json"))
-    ranks = parse_ranks(FLAGS.low_rank)
-    substitutions = parse_spec(FLAGS.substitute) if FLAGS.substitute else {}
-    if FLAGS.heads > teacher_config.num_attention_heads:
-      raise ValueError(f"--heads {FLAGS.heads}: the teacher has "
+    ranks = parse_ranks(options.low_rank)
+    substitutions = (parse_spec(options.substitute) if options.substitute
+                     else {})
+    if options.heads > teacher_config.num_attention_heads:
+      raise ValueError(f"--heads {options.heads}: the teacher has "
                        f"{teacher_config.num_attention_heads}")
-    if FLAGS.intermediate_size > teacher_config.intermediate_size:
-      raise ValueError(f"--intermediate_size {FLAGS.intermediate_size}: the "
+    if options.intermediate_size > teacher_config.intermediate_size:
+      raise ValueError(f"--intermediate_size {options.intermediate_size}: the "
                        f"teacher has {teacher_config.intermediate_size}")
     spec, params, teacher_params = plan(
-        teacher_config, FLAGS.heads, FLAGS.intermediate_size,
-        FLAGS.target_params, ranks)
+        teacher_config, options.heads, options.intermediate_size,
+        options.target_params, ranks)
     if substitutions:
       substituted_config(teacher_config, substitutions)  # refused early
-    tokenizer = WordPieceTokenizer(resolve(FLAGS.teacher_dir,
+    tokenizer = WordPieceTokenizer(resolve(options.teacher_dir,
                                            model_flag="--teacher_dir"))
     task_spec = with_record(task_spec, tokenizer.vocab)  # the carved dir's
-    task = make_task(task_spec["task"], FLAGS.data_dir, tokenizer,
+    task = make_task(task_spec["task"], options.data_dir, tokenizer,
                      task_spec["max_seq_length"])
   except (ConfigError, VocabError, SubstitutionError, ValueError, OSError,
           OutputError) as e:
@@ -176,14 +200,14 @@ def main(argv):
             "params_encoder": params,
             "params_share": round(params / teacher_params, 4)}
   try:
-    facts = _carve(task, task_spec, spec, substitutions, counts)
+    facts = _carve(task, task_spec, spec, substitutions, counts, options)
   except (ConfigError, SubstitutionError, ValueError) as e:
     sys.exit(f"error: {e}")
   print(json.dumps({k: v for k, v in facts.items() if k != "layers"}),
         flush=True)
 
 
-def _carve(task, task_spec, spec, substitutions, counts):
+def _carve(task, task_spec, spec, substitutions, counts, options):
   """Scores, carves, substitutes, recovers, writes; returns the facts."""
   import numpy as np
   import tf_keras as keras
@@ -191,21 +215,21 @@ def _carve(task, task_spec, spec, substitutions, counts):
   from tfmodels.compression import importance, substitution
   from tfmodels.compression.carve import carve
   from tfmodels.data.batches import batches
-  keras.utils.set_random_seed(FLAGS.seed)
-  teacher, config, head = load_model_dir(FLAGS.teacher_dir)
+  keras.utils.set_random_seed(options.seed)
+  teacher, config, head = load_model_dir(options.teacher_dir)
   if head != task.head():
-    raise ValueError(f"--teacher_dir {FLAGS.teacher_dir}: a {head.kind} "
+    raise ValueError(f"--teacher_dir {options.teacher_dir}: a {head.kind} "
                      f"head, the task {task_spec['task']} needs "
                      f"{task.head().kind}")
   features = {k: v for k, v in task.features("train").items()
               if k in ("input_ids", "input_mask", "segment_ids")}
   n = len(features["input_ids"])
-  rows = np.sort(np.random.default_rng(FLAGS.seed).choice(
-      n, min(n, FLAGS.calibration_examples), replace=False))
+  rows = np.sort(np.random.default_rng(options.seed).choice(
+      n, min(n, options.calibration_examples), replace=False))
   calibration = {k: v[rows] for k, v in features.items()}
   block_ranks = set(spec.ranks) - {"word_embeddings"}
   statistics, tokens = importance.collect(
-      teacher, config, batches(calibration, FLAGS.batch_size),
+      teacher, config, batches(calibration, options.batch_size),
       inputs=bool(block_ranks))
   student, student_config, facts = carve(
       teacher, config, head, statistics, spec,
@@ -215,27 +239,27 @@ def _carve(task, task_spec, spec, substitutions, counts):
                heads=student_config.num_attention_heads,
                intermediate_size=student_config.intermediate_size,
                low_rank_ranks=dict(spec.ranks))
-  if FLAGS.evaluate:
+  if options.evaluate:
     facts["dev_teacher"] = task.evaluate(teacher, "dev")
     facts["dev_carved"] = task.evaluate(student, "dev")
   if substitutions:
     student, student_config, substituted = substitution.substitute(
         student, student_config, head, substitutions, calibration,
-        batch_size=FLAGS.batch_size)
+        batch_size=options.batch_size)
     facts["substitution"] = substituted
-    if FLAGS.evaluate:
+    if options.evaluate:
       facts["dev_substituted"] = task.evaluate(student, "dev")
-  if FLAGS.recover_steps:
+  if options.recover_steps:
     facts["recovery"] = substitution.recover(
-        teacher, student, features, FLAGS.recover_steps,
-        batch_size=FLAGS.batch_size,
-        learning_rate=FLAGS.recover_learning_rate, seed=FLAGS.seed,
+        teacher, student, features, options.recover_steps,
+        batch_size=options.batch_size,
+        learning_rate=options.recover_learning_rate, seed=options.seed,
         log=lambda line: print(line, flush=True),
         eval_features=calibration)
-    if FLAGS.evaluate:
+    if options.evaluate:
       facts["dev_recovered"] = task.evaluate(student, "dev")
-  save_model_dir(student, student_config, head, FLAGS.model_dir,
-                 overwrite=FLAGS.overwrite,
+  save_model_dir(student, student_config, head, options.model_dir,
+                 overwrite=options.overwrite,
                  files={"task.json": json.dumps(task_spec),
                         "carving.json": json.dumps(facts, indent=1)})
   return facts

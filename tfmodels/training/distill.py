@@ -23,15 +23,18 @@ be a bare encoder, e.g. the shipped MiniLM:
         --student_config kronecker_minilm.json --strategy kronecker ...
 """
 
+import dataclasses
 import sys
 
 from absl import app, flags, logging
 
+from tfmodels.command_options import from_flags
+from tfmodels.flag_checks import nonfinite_float_flag
 from tfmodels.sigterm import exit_on_sigterm
-from tfmodels.training.run_flags import (check_run_flags,
+from tfmodels.training.run_flags import (RunOptions, check_run_flags,
                                          define_run_flags,
-                                         optimizer_from_flags,
-                                         precision_from_flags)
+                                         optimizer_from_options,
+                                         set_precision)
 
 FLAGS = flags.FLAGS
 flags.DEFINE_string("teacher_dir", None, "Teacher run / model directory.")
@@ -52,16 +55,33 @@ for _name in ("student_config", "train_data", "model_dir"):
   flags.mark_flag_as_required(_name)
 
 
+@dataclasses.dataclass(frozen=True)
+class DistillOptions(RunOptions):
+  """The command line, one field per flag (the shared ones from
+  `RunOptions`); `main` builds it with `command_options.from_flags`."""
+  teacher_dir: str | None
+  teacher: str | None
+  student_config: str
+  train_data: str
+  model_dir: str
+  strategy: str
+  kt_fraction: float
+  lower_layer_lr: float
+  alpha: float
+
+
 def main(argv):
   if len(argv) > 1:
     raise app.UsageError(f"unexpected arguments: {' '.join(argv[1:])}")
-  error = check_run_flags({"alpha": (0.0, 1.0), "kt_fraction": (0.0, 1.0),
-                           "lower_layer_lr": (0.0, None)})
+  options = from_flags(DistillOptions, FLAGS)
+  error = nonfinite_float_flag(FLAGS) or check_run_flags(
+      options, {"alpha": (0.0, 1.0), "kt_fraction": (0.0, 1.0),
+                "lower_layer_lr": (0.0, None)})
   if error:
     sys.exit(f"error: {error}")
-  if (FLAGS.teacher is None) == (FLAGS.teacher_dir is None):
+  if (options.teacher is None) == (options.teacher_dir is None):
     sys.exit("error: give exactly one of --teacher_dir and --teacher")
-  if FLAGS.optimizer != "lamb" and FLAGS.lower_layer_lr:
+  if options.optimizer != "lamb" and options.lower_layer_lr:
     sys.exit("error: --lower_layer_lr needs --optimizer lamb")
   logging.set_verbosity(logging.WARNING)
   import tf_keras as keras
@@ -79,40 +99,40 @@ def main(argv):
 
   # Multi-worker collectives must be set up before any TF op runs (reading
   # the shards runs some).
-  strategy = get_strategy(FLAGS.distribution_strategy)
+  strategy = get_strategy(options.distribution_strategy)
   try:  # the cheap checks first: the run directory, the data, the config
-    student_config = load_config(FLAGS.student_config)
-    meta = read_meta(FLAGS.train_data)
+    student_config = load_config(options.student_config)
+    meta = read_meta(options.train_data)
     check_fits(meta, student_config, "--student_config")
     head = Head("pretrainer",
                 sentence_objective=meta["options"]["sentence_objective"])
-    check_run_dir(FLAGS.model_dir, student_config, head)
-    check_resume(FLAGS.model_dir, _start_flags())
+    check_run_dir(options.model_dir, student_config, head)
+    check_resume(options.model_dir, _start_flags(options))
   except (ConfigError, ValueError) as e:
     sys.exit(f"error: {e}")
-  precision_from_flags()
-  keras.utils.set_random_seed(FLAGS.seed)
+  set_precision(options)
+  keras.utils.set_random_seed(options.seed)
   try:
     with strategy.scope():
-      if FLAGS.teacher:
-        named = load_teacher(FLAGS.teacher)
+      if options.teacher:
+        named = load_teacher(options.teacher)
         teacher, teacher_config, teacher_head = (named.encoder, named.config,
                                                  Head())
       else:
         teacher, teacher_config, teacher_head = load_model_dir(
-            FLAGS.teacher_dir)
+            options.teacher_dir)
     if teacher_head.kind not in ("pretrainer", "encoder"):
       raise ValueError(f"the teacher has a {teacher_head.kind} head; "
                        "distillation needs a pre-trained encoder (MLM + NSP "
                        "head or none)")
     progressive.check_compatible(teacher_config, student_config)
-    if FLAGS.strategy == "kronecker":
-      stages = [progressive.Stage("kronecker", FLAGS.train_steps, (), False)]
+    if options.strategy == "kronecker":
+      stages = [progressive.Stage("kronecker", options.train_steps, (), False)]
     else:
-      stages = progressive.plan(FLAGS.strategy,
+      stages = progressive.plan(options.strategy,
                                 student_config.num_hidden_layers,
-                                FLAGS.train_steps, FLAGS.kt_fraction,
-                                FLAGS.lower_layer_lr,
+                                options.train_steps, options.kt_fraction,
+                                options.lower_layer_lr,
                                 teacher_has_mlm=teacher_head.kind ==
                                 "pretrainer")
   except (CheckpointError, ConfigError, ValueError, OSError) as e:
@@ -120,43 +140,43 @@ def main(argv):
   with strategy.scope():
     student = build_pretrainer(student_config,
                                sentence_objective=head.sentence_objective)
-    optimizer = optimizer_from_flags()
+    optimizer = optimizer_from_options(options)
     # Stages train different subsets; the optimizer must know them all.
     optimizer.build(student.trainable_variables)
   try:
-    with claim_run_dir(FLAGS.model_dir, student_config, head,
+    with claim_run_dir(options.model_dir, student_config, head,
                        chief=is_chief(strategy)):
       _train(strategy, student, student_config, optimizer, teacher,
-             teacher_config, stages)
+             teacher_config, stages, options)
   except OutputError as e:  # another writer or run took it meanwhile
     sys.exit(f"error: {e}")
 
 
-def _start_flags():
+def _start_flags(options):
   """What the run starts from and keeps to (see run_start.py): the teacher
   teaches every step, and the strategy fixes the stages and the start."""
   from tfmodels.training.run_start import start_flags
-  return start_flags(teacher=FLAGS.teacher, teacher_dir=FLAGS.teacher_dir,
-                     strategy=FLAGS.strategy)
+  return start_flags(teacher=options.teacher, teacher_dir=options.teacher_dir,
+                     strategy=options.strategy)
 
 
 def _train(strategy, student, student_config, optimizer, teacher,
-           teacher_config, stages):
+           teacher_config, stages, options):
   """Runs the stages left after the run's checkpoint in --model_dir."""
   from tfmodels.checkpoints.model_dir import encoder_of
   from tfmodels.data.pretraining_dataset import pretraining_dataset
   from tfmodels.distillation import kronecker, low_rank_init, progressive
   from tfmodels.training.loop import Trainer
   from tfmodels.training.run_start import record_start
-  trainer = Trainer(strategy, student, optimizer, FLAGS.model_dir,
-                    FLAGS.keep_checkpoints)
+  trainer = Trainer(strategy, student, optimizer, options.model_dir,
+                    options.keep_checkpoints)
   if trainer.chief and trainer.start_step == 0:
-    record_start(FLAGS.model_dir, _start_flags())
-  if trainer.start_step == 0 and FLAGS.strategy == "kronecker":
+    record_start(options.model_dir, _start_flags(options))
+  if trainer.start_step == 0 and options.strategy == "kronecker":
     factored, copied = kronecker.initialise_student(student, teacher)
     print(f"factored {len(factored)} Kronecker layers and copied "
           f"{len(copied)} variables from the teacher", flush=True)
-  elif trainer.start_step == 0 and FLAGS.strategy != "akt":
+  elif trainer.start_step == 0 and options.strategy != "akt":
     copied = progressive.copy_from_teacher(student, teacher)
     print(f"copied {len(copied)} embedding / head variables from the "
           "teacher", flush=True)
@@ -169,8 +189,9 @@ def _train(strategy, student, student_config, optimizer, teacher,
             flush=True)
   iterator = iter(strategy.distribute_datasets_from_function(
       lambda ctx: pretraining_dataset(
-          FLAGS.train_data, ctx.get_per_replica_batch_size(FLAGS.batch_size),
-          seed=FLAGS.seed, input_context=ctx,
+          options.train_data,
+          ctx.get_per_replica_batch_size(options.batch_size),
+          seed=options.seed, input_context=ctx,
           skip_batches=trainer.start_step)))
   history = []
   for stage in stages:
@@ -179,12 +200,12 @@ def _train(strategy, student, student_config, optimizer, teacher,
     inner = getattr(optimizer, "inner_optimizer", optimizer)  # loss scaling
     inner.learning_rate_multipliers = list(stage.lr_multipliers)
     loss_fn = (kronecker.pretraining_loss(student, teacher)
-               if FLAGS.strategy == "kronecker" else
-               progressive.stage_loss(student, teacher, stage, FLAGS.alpha))
+               if options.strategy == "kronecker" else
+               progressive.stage_loss(student, teacher, stage, options.alpha))
     history += trainer.train(
         iterator, loss_fn,
         stage.end_step, progressive.trained_variables(student, stage),
-        FLAGS.checkpoint_every, FLAGS.log_every, description=stage.name,
+        options.checkpoint_every, options.log_every, description=stage.name,
         record={"stage": stage.name})
   if history and trainer.chief:  # Trainer appended it to history.jsonl
     print(f"step {history[-1]['step']} ({history[-1]['stage']}): loss "

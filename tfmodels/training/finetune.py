@@ -17,17 +17,20 @@ started with: `run_start.py`), and writes dev metrics to eval_results.json.
 An empty train or dev split is refused before any work.
 """
 
+import dataclasses
 import json
 import os
 import sys
 
 from absl import app, flags, logging
 
+from tfmodels.command_options import from_flags
+from tfmodels.flag_checks import nonfinite_float_flag
 from tfmodels.sigterm import exit_on_sigterm
-from tfmodels.training.run_flags import (check_run_flags,
+from tfmodels.training.run_flags import (RunOptions, check_run_flags,
                                          define_run_flags,
-                                         optimizer_from_flags,
-                                         precision_from_flags)
+                                         optimizer_from_options,
+                                         set_precision)
 
 FLAGS = flags.FLAGS
 flags.DEFINE_string("task", None, "Task: a GLUE name (cola, sst-2, mrpc, "
@@ -59,18 +62,34 @@ for _name in ("task", "data_dir", "init_dir", "model_dir"):
   flags.mark_flag_as_required(_name)
 
 
+@dataclasses.dataclass(frozen=True)
+class FinetuneOptions(RunOptions):
+  """The command line, one field per flag (the shared ones from
+  `RunOptions`); `main` builds it with `command_options.from_flags`."""
+  task: str
+  data_dir: str
+  init_dir: str
+  teacher_dir: str | None
+  task_kd: str
+  model_dir: str
+  vocab_file: str
+  max_seq_length: int
+  warmup_fraction: float
+
+
 def main(argv):
   if len(argv) > 1:
     raise app.UsageError(f"unexpected arguments: {' '.join(argv[1:])}")
-  error = check_run_flags({"max_seq_length": (1, None),
-                           "warmup_fraction": (0.0, 1.0)})
+  options = from_flags(FinetuneOptions, FLAGS)
+  error = nonfinite_float_flag(FLAGS) or check_run_flags(
+      options, {"max_seq_length": (1, None), "warmup_fraction": (0.0, 1.0)})
   if error:
     sys.exit(f"error: {error}")
   logging.set_verbosity(logging.WARNING)
   # Multi-worker collectives must be set up before any TF op runs (the
   # tokenizer's lookup table is one).
   from tfmodels.training.loop import get_strategy, is_chief
-  strategy = get_strategy(FLAGS.distribution_strategy)
+  strategy = get_strategy(options.distribution_strategy)
   from tfmodels.checkpoints.model_dir import check_run_dir, claim_run_dir
   from tfmodels.configs import ConfigError, load_config
   from tfmodels.staging import OutputError
@@ -79,66 +98,68 @@ def main(argv):
   from tfmodels.training.tasks import make_task
   from tfmodels.vocab_record import with_record
 
-  if not os.path.isfile(os.path.join(FLAGS.init_dir, "config.json")):
-    sys.exit(f"error: --init_dir {FLAGS.init_dir}: no config.json (not a "
+  if not os.path.isfile(os.path.join(options.init_dir, "config.json")):
+    sys.exit(f"error: --init_dir {options.init_dir}: no config.json (not a "
              "model or run directory)")
   try:  # the cheap checks first: the run directory, the model, the task
-    config = load_config(os.path.join(FLAGS.init_dir, "config.json"))
-    tokenizer = WordPieceTokenizer(FLAGS.vocab_file)
-    task = make_task(FLAGS.task, FLAGS.data_dir, tokenizer,
-                     FLAGS.max_seq_length)
+    config = load_config(os.path.join(options.init_dir, "config.json"))
+    tokenizer = WordPieceTokenizer(options.vocab_file)
+    task = make_task(options.task, options.data_dir, tokenizer,
+                     options.max_seq_length)
     task.check_split("dev")  # scored at the end: refused now, not then
-    spec = {"task": FLAGS.task, "max_seq_length": FLAGS.max_seq_length,
-            "vocab_file": os.path.abspath(FLAGS.vocab_file)}
-    spec = with_record(spec, tokenizer.vocab, FLAGS.model_dir)  # size, hash
-    check_run_dir(FLAGS.model_dir, config, task.head(), spec)
-    note = check_resume(FLAGS.model_dir, _start_flags(),
+    spec = {"task": options.task, "max_seq_length": options.max_seq_length,
+            "vocab_file": os.path.abspath(options.vocab_file)}
+    spec = with_record(spec, tokenizer.vocab, options.model_dir)  # size, hash
+    check_run_dir(options.model_dir, config, task.head(), spec)
+    note = check_resume(options.model_dir, _start_flags(options),
                         optional=("init_dir",))
   except (ConfigError, VocabError, ValueError, OSError) as e:
     sys.exit(f"error: {e}")
   if note:
     print(note, flush=True)
-  if config.max_position_embeddings < FLAGS.max_seq_length:
-    sys.exit(f"error: --max_seq_length {FLAGS.max_seq_length} exceeds the "
+  if config.max_position_embeddings < options.max_seq_length:
+    sys.exit(f"error: --max_seq_length {options.max_seq_length} exceeds the "
              f"model's max_position_embeddings "
              f"{config.max_position_embeddings}")
   if len(tokenizer) > config.vocab_size:
-    sys.exit(f"error: --vocab_file {FLAGS.vocab_file} has {len(tokenizer)} "
+    sys.exit(f"error: --vocab_file {options.vocab_file} has {len(tokenizer)} "
              f"pieces but the model's vocab_size is {config.vocab_size}")
-  precision_from_flags()
+  set_precision(options)
   import tf_keras as keras
   from tfmodels.checkpoints.model_dir import (build_model, encoder_of,
                                               load_model_dir)
 
-  keras.utils.set_random_seed(FLAGS.seed)
+  keras.utils.set_random_seed(options.seed)
   try:
     features = task.features("train")
     with strategy.scope():
-      source, _, _ = load_model_dir(FLAGS.init_dir)
+      source, _, _ = load_model_dir(options.init_dir)
       model = build_model(config, task.head(), encoder_of(source))
-      teacher = _load_teacher(FLAGS.teacher_dir, task, config) if (
-          FLAGS.teacher_dir) else None
-      if FLAGS.warmup_fraction > 0:
-        FLAGS.warmup_steps = int(FLAGS.warmup_fraction * FLAGS.train_steps)
-      optimizer = optimizer_from_flags()
+      teacher = _load_teacher(options.teacher_dir, task, config,
+                              options.task_kd) if options.teacher_dir else None
+      if options.warmup_fraction > 0:
+        options = dataclasses.replace(options, warmup_steps=int(
+            options.warmup_fraction * options.train_steps))
+      optimizer = optimizer_from_options(options)
   except (ConfigError, VocabError, ValueError, OSError) as e:
     sys.exit(f"error: {e}")
   try:
-    with claim_run_dir(FLAGS.model_dir, config, task.head(), spec,
+    with claim_run_dir(options.model_dir, config, task.head(), spec,
                        chief=is_chief(strategy)):
-      _train(strategy, model, optimizer, task, features, teacher)
+      _train(strategy, model, optimizer, task, features, teacher, options)
   except OutputError as e:  # another writer or run took it meanwhile
     sys.exit(f"error: {e}")
 
 
-def _start_flags():
+def _start_flags(options):
   """What the run starts from (see run_start.py): --init_dir's weights, the
   teacher's copied head and its soft targets at every step."""
   from tfmodels.training.run_start import start_flags
-  return start_flags(init_dir=FLAGS.init_dir, teacher_dir=FLAGS.teacher_dir)
+  return start_flags(init_dir=options.init_dir,
+                     teacher_dir=options.teacher_dir)
 
 
-def _train(strategy, model, optimizer, task, features, teacher):
+def _train(strategy, model, optimizer, task, features, teacher, options):
   """Trains in the claimed --model_dir, then scores dev (the chief)."""
   import tensorflow as tf
   from tfmodels.distillation.kronecker import finetuning_loss
@@ -147,10 +168,10 @@ def _train(strategy, model, optimizer, task, features, teacher):
   from tfmodels.training.loop import Trainer
   from tfmodels.training.run_start import record_start
   from tfmodels.write_errors import refused
-  trainer = Trainer(strategy, model, optimizer, FLAGS.model_dir,
-                    FLAGS.keep_checkpoints)
+  trainer = Trainer(strategy, model, optimizer, options.model_dir,
+                    options.keep_checkpoints)
   if trainer.chief and trainer.start_step == 0:
-    record_start(FLAGS.model_dir, _start_flags())
+    record_start(options.model_dir, _start_flags(options))
   if teacher is not None and trainer.start_step == 0:
     # The head layer is named after its kind (models.py).
     copied = copy_from_teacher(model, teacher,
@@ -158,26 +179,26 @@ def _train(strategy, model, optimizer, task, features, teacher):
     print(f"copied {len(copied)} prediction-layer variables from the "
           "teacher", flush=True)
   loss_fn = (finetuning_loss(model, teacher, task,
-                             intermediate=FLAGS.task_kd)
+                             intermediate=options.task_kd)
              if teacher is not None else
              lambda batch: task.loss(model, batch))
   n = len(features["input_ids"])
 
   def dataset_fn(ctx):
     ds = tf.data.Dataset.from_tensor_slices(features).repeat().shuffle(
-        min(n, 10_000), seed=FLAGS.seed)
+        min(n, 10_000), seed=options.seed)
     ds = ds.shard(ctx.num_input_pipelines, ctx.input_pipeline_id)
-    ds = ds.batch(ctx.get_per_replica_batch_size(FLAGS.batch_size),
+    ds = ds.batch(ctx.get_per_replica_batch_size(options.batch_size),
                   drop_remainder=True)
     return ds.skip(trainer.start_step).prefetch(2)
 
   iterator = iter(strategy.distribute_datasets_from_function(dataset_fn))
   trainer.train(iterator, loss_fn,
-                FLAGS.train_steps, checkpoint_every=FLAGS.checkpoint_every,
-                log_every=FLAGS.log_every, description=FLAGS.task)
+                options.train_steps, checkpoint_every=options.checkpoint_every,
+                log_every=options.log_every, description=options.task)
   if trainer.chief:
     results = task.evaluate(model, "dev")
-    path = os.path.join(FLAGS.model_dir, "eval_results.json")
+    path = os.path.join(options.model_dir, "eval_results.json")
     try:
       write_file(path, json.dumps(results, indent=2))
     except OSError as e:  # a full disk; the checkpoints are whole
@@ -185,9 +206,9 @@ def _train(strategy, model, optimizer, task, features, teacher):
     print(f"dev: {json.dumps(results)}")
 
 
-def _load_teacher(teacher_dir, task, student_config):
+def _load_teacher(teacher_dir, task, student_config, task_kd):
   """The fine-tuned teacher; its head must be the task's, its shapes what
-  --task_kd compares."""
+  `task_kd` (--task_kd) compares."""
   from tfmodels.checkpoints.model_dir import load_model_dir
   from tfmodels.distillation.kronecker import TASK_KD_NEEDS
   from tfmodels.distillation.progressive import check_compatible
@@ -196,8 +217,8 @@ def _load_teacher(teacher_dir, task, student_config):
     raise ValueError(f"{teacher_dir}: the teacher has a {head.kind} head "
                      f"({head}), the task needs {task.head()}")
   check_compatible(teacher_config, student_config,
-                   TASK_KD_NEEDS[FLAGS.task_kd],
-                   f"--task_kd {FLAGS.task_kd} needs them equal")
+                   TASK_KD_NEEDS[task_kd],
+                   f"--task_kd {task_kd} needs them equal")
   return teacher
 
 

@@ -44,16 +44,19 @@ snips_l6_h192 with vocab_size 4818; experiments/mixed_vocab_student.py runs
 the whole chain.)
 """
 
+import dataclasses
 import os
 import sys
 
 from absl import app, flags, logging
 
+from tfmodels.command_options import from_flags
+from tfmodels.flag_checks import nonfinite_float_flag
 from tfmodels.sigterm import exit_on_sigterm
-from tfmodels.training.run_flags import (check_run_flags,
+from tfmodels.training.run_flags import (RunOptions, check_run_flags,
                                          define_run_flags,
-                                         optimizer_from_flags,
-                                         precision_from_flags)
+                                         optimizer_from_options,
+                                         set_precision)
 
 FLAGS = flags.FLAGS
 flags.DEFINE_string("config", None, "Model config: a shipped name or a JSON.")
@@ -71,6 +74,17 @@ flags.DEFINE_string("init_from", None,
                     "encoder lacks) start fresh. See the module docstring.")
 for _name in ("config", "train_data", "model_dir"):
   flags.mark_flag_as_required(_name)
+
+
+@dataclasses.dataclass(frozen=True)
+class PretrainOptions(RunOptions):
+  """The command line, one field per flag (the shared ones from
+  `RunOptions`); `main` builds it with `command_options.from_flags`."""
+  config: str
+  train_data: str
+  model_dir: str
+  init_student_embeddings_from: str | None
+  init_from: str | None
 
 
 def pretraining_loss(model, teacher_vocab_size=None):
@@ -99,13 +113,14 @@ def pretraining_loss(model, teacher_vocab_size=None):
 def main(argv):
   if len(argv) > 1:
     raise app.UsageError(f"unexpected arguments: {' '.join(argv[1:])}")
-  error = check_run_flags()
+  options = from_flags(PretrainOptions, FLAGS)
+  error = nonfinite_float_flag(FLAGS) or check_run_flags(options)
   if error:
     sys.exit(f"error: {error}")
   from tfmodels.checkpoints.teachers import TEACHERS
-  if FLAGS.init_from and FLAGS.init_from not in TEACHERS and not (
-      os.path.isfile(os.path.join(FLAGS.init_from, "config.json"))):
-    sys.exit(f"error: --init_from {FLAGS.init_from}: neither a model "
+  if options.init_from and options.init_from not in TEACHERS and not (
+      os.path.isfile(os.path.join(options.init_from, "config.json"))):
+    sys.exit(f"error: --init_from {options.init_from}: neither a model "
              f"directory (no config.json) nor a named teacher "
              f"({', '.join(TEACHERS)})")
   logging.set_verbosity(logging.WARNING)
@@ -120,10 +135,10 @@ def main(argv):
 
   # Multi-worker collectives must be set up before any TF op runs (reading
   # the shards runs some).
-  strategy = get_strategy(FLAGS.distribution_strategy)
+  strategy = get_strategy(options.distribution_strategy)
   try:
-    config = load_config(FLAGS.config)
-    meta = read_meta(FLAGS.train_data)
+    config = load_config(options.config)
+    meta = read_meta(options.train_data)
   except (ConfigError, ValueError) as e:
     sys.exit(f"error: {e}")
   from tfmodels.distillation import mixed_vocab
@@ -137,78 +152,80 @@ def main(argv):
   from tfmodels.training.run_start import check_resume
   try:  # claim_run_dir checks again, under its lock
     check_fits(meta, config)
-    check_run_dir(FLAGS.model_dir, config, head)
-    start = _start_flags()
-    note = check_resume(FLAGS.model_dir, start, optional=tuple(start))
+    check_run_dir(options.model_dir, config, head)
+    start = _start_flags(options)
+    note = check_resume(options.model_dir, start, optional=tuple(start))
   except ValueError as e:
     sys.exit(f"error: {e}")
   if note:
     print(note, flush=True)
-  precision_from_flags()
-  keras.utils.set_random_seed(FLAGS.seed)
+  set_precision(options)
+  keras.utils.set_random_seed(options.seed)
   with strategy.scope():
     model = build_pretrainer(config, sentence_objective=objective)
-    optimizer = optimizer_from_flags()
+    optimizer = optimizer_from_options(options)
   import tensorflow as tf
-  if FLAGS.init_from and not tf.train.latest_checkpoint(FLAGS.model_dir):
-    _init_from(model, config, strategy)  # before anything is written
+  if options.init_from and not tf.train.latest_checkpoint(options.model_dir):
+    # before anything is written
+    _init_from(model, config, strategy, options.init_from)
   try:
-    with claim_run_dir(FLAGS.model_dir, config, head,
+    with claim_run_dir(options.model_dir, config, head,
                        chief=is_chief(strategy)):
-      _train(strategy, model, optimizer, meta)
+      _train(strategy, model, optimizer, meta, options)
   except OutputError as e:  # another writer or run took it meanwhile
     sys.exit(f"error: {e}")
 
 
-def _start_flags():
+def _start_flags(options):
   """The flags that act only when the run starts (see run_start.py)."""
   from tfmodels.training.run_start import start_flags
   return start_flags(
-      init_from=FLAGS.init_from,
-      init_student_embeddings_from=FLAGS.init_student_embeddings_from)
+      init_from=options.init_from,
+      init_student_embeddings_from=options.init_student_embeddings_from)
 
 
-def _train(strategy, model, optimizer, meta):
+def _train(strategy, model, optimizer, meta, options):
   """Trains to --train_steps in the claimed --model_dir."""
   from tfmodels.data.pretraining_dataset import pretraining_dataset
   from tfmodels.distillation import mixed_vocab
   from tfmodels.training.loop import Trainer
   from tfmodels.training.run_start import record_start
-  trainer = Trainer(strategy, model, optimizer, FLAGS.model_dir,
-                    FLAGS.keep_checkpoints)
+  trainer = Trainer(strategy, model, optimizer, options.model_dir,
+                    options.keep_checkpoints)
   if trainer.chief and trainer.start_step == 0:
-    record_start(FLAGS.model_dir, _start_flags())
-  if FLAGS.init_student_embeddings_from and trainer.start_step == 0:
+    record_start(options.model_dir, _start_flags(options))
+  if options.init_student_embeddings_from and trainer.start_step == 0:
     from tfmodels.checkpoints.model_dir import load_model_dir
     try:
-      stage_one, _, _ = load_model_dir(FLAGS.init_student_embeddings_from)
+      stage_one, _, _ = load_model_dir(options.init_student_embeddings_from)
       mixed_vocab.init_student_embeddings(model, stage_one)
     except (ValueError, OSError) as e:
       sys.exit(f"error: --init_student_embeddings_from {e}")
     print("word embeddings from the stage-I student table", flush=True)
   dataset = strategy.distribute_datasets_from_function(
       lambda ctx: pretraining_dataset(
-          FLAGS.train_data, ctx.get_per_replica_batch_size(FLAGS.batch_size),
-          seed=FLAGS.seed, input_context=ctx,
+          options.train_data,
+          ctx.get_per_replica_batch_size(options.batch_size),
+          seed=options.seed, input_context=ctx,
           skip_batches=trainer.start_step))
   teacher_vocab_size = (meta["teacher_vocab_size"]
                         if meta["mixed_vocabulary"] else None)
   history = trainer.train(iter(dataset),
                           pretraining_loss(model, teacher_vocab_size),
-                          FLAGS.train_steps,
-                          checkpoint_every=FLAGS.checkpoint_every,
-                          log_every=FLAGS.log_every)
+                          options.train_steps,
+                          checkpoint_every=options.checkpoint_every,
+                          log_every=options.log_every)
   if history and trainer.chief:  # Trainer appended it to history.jsonl
     print(f"step {history[-1]['step']}: loss {history[-1]['loss']:.4f}")
 
 
-def _init_from(model, config, strategy):
-  """Restores --init_from's matching weights into `model`, or exits."""
+def _init_from(model, config, strategy, source):
+  """Restores the matching weights of `source` (--init_from) into `model`,
+  or exits."""
   from tfmodels.checkpoints.model_dir import load_model_dir
   from tfmodels.checkpoints.teachers import TEACHERS, load_teacher
   from tfmodels.configs import ConfigError
   from tfmodels.distillation.mixed_vocab import init_from_pretrained
-  source = FLAGS.init_from
   try:
     with strategy.scope():
       if source in TEACHERS:

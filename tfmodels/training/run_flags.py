@@ -6,12 +6,21 @@ same way on the command line. `check_run_flags` checks their values (and
 the command's own ranges) before any work: a zero interval or a negative
 rate would otherwise fail mid-run, after checkpoints were written; so is
 --model_dir's writability. nan and inf are refused for every float flag
-first (`tfmodels.flag_checks`), so the ranges below compare numbers.
+first, by the command's `main` (`tfmodels.flag_checks`), so the ranges
+below compare numbers.
+
+A command's `main` reads the flags once into its options, a frozen
+dataclass that inherits `RunOptions` (the shared flags) and adds its own,
+and passes that down: nothing here reads absl's FLAGS.
+
+    options = from_flags(PretrainOptions)
+    error = nonfinite_float_flag(FLAGS) or check_run_flags(options)
 """
+
+import dataclasses
 
 from absl import flags
 
-from tfmodels.flag_checks import nonfinite_float_flag
 from tfmodels.training.loop import STRATEGIES
 from tfmodels.training.optimization import OPTIMIZERS
 
@@ -37,6 +46,25 @@ def define_run_flags(train_steps, learning_rate, optimizer="lamb"):
                     "losses stay float32.")
 
 
+@dataclasses.dataclass(frozen=True)
+class RunOptions:
+  """The shared flags (`define_run_flags`), one field each; a command's
+  options inherit it."""
+  train_steps: int
+  batch_size: int
+  optimizer: str
+  learning_rate: float
+  warmup_steps: int
+  weight_decay: float
+  clip_norm: float
+  checkpoint_every: int
+  keep_checkpoints: int
+  log_every: int
+  distribution_strategy: str
+  seed: int
+  mixed_precision: str
+
+
 PRECISIONS = ("none", "mixed_float16", "mixed_bfloat16")
 # flag -> (lowest, highest or None): the shared flags' allowed values.
 RUN_FLAG_RANGES = {
@@ -47,47 +75,47 @@ RUN_FLAG_RANGES = {
 }
 
 
-def check_run_flags(ranges=None):
+def check_run_flags(options, ranges=None):
   """None, or one line naming the first flag out of range.
 
   Args:
+    options: the command's options (a `RunOptions`); the caller has refused
+      non-finite floats (`tfmodels.flag_checks.nonfinite_float_flag`).
     ranges: the command's own flags, name -> (lowest, highest or None).
   """
-  f = flags.FLAGS
-  nonfinite = nonfinite_float_flag()
-  if nonfinite:
-    return nonfinite
-  rate = f.learning_rate
+  rate = options.learning_rate
   if not rate > 0:
     return f"--learning_rate must be > 0, got {rate}"
   for name, (low, high) in {**RUN_FLAG_RANGES, **(ranges or {})}.items():
-    value = f[name].value
+    value = getattr(options, name)
     if value is None:
       continue
     if not (value >= low and (high is None or value <= high)):
       bound = f">= {low}" if high is None else f"in [{low}, {high}]"
       return f"--{name} must be {bound}, got {value}"
-  if f.warmup_steps > f.train_steps:
-    return (f"--warmup_steps {f.warmup_steps} exceeds --train_steps "
-            f"{f.train_steps}")
-  if "model_dir" in f and f.model_dir:  # every training command's output
+  if options.warmup_steps > options.train_steps:
+    return (f"--warmup_steps {options.warmup_steps} exceeds --train_steps "
+            f"{options.train_steps}")
+  model_dir = getattr(options, "model_dir", None)
+  if model_dir:  # every training command's output
     from tfmodels.staging import OutputError, check_writable
     try:
-      check_writable(f.model_dir, "--model_dir")
+      check_writable(model_dir, "--model_dir")
     except OutputError as e:
       return str(e)
   return None
 
 
-def precision_from_flags():
-  """Sets the global Keras policy; call it before building any model."""
+def set_precision(options):
+  """Sets the global Keras policy from --mixed_precision; call it before
+  building any model."""
   import tf_keras as keras
-  policy = flags.FLAGS.mixed_precision
+  policy = options.mixed_precision
   keras.mixed_precision.set_global_policy(
       "float32" if policy == "none" else policy)
 
 
-def optimizer_from_flags():
+def optimizer_from_options(options):
   """create_optimizer with the shared flags' values.
 
   Under mixed_float16 it is wrapped in Keras' dynamic loss scaling, which
@@ -96,9 +124,9 @@ def optimizer_from_flags():
   """
   import tf_keras as keras
   from tfmodels.training.optimization import create_optimizer
-  f = flags.FLAGS
-  optimizer = create_optimizer(f.optimizer, f.learning_rate, f.train_steps,
-                               f.warmup_steps, f.weight_decay, f.clip_norm)
-  if f.mixed_precision == "mixed_float16":
+  o = options
+  optimizer = create_optimizer(o.optimizer, o.learning_rate, o.train_steps,
+                               o.warmup_steps, o.weight_decay, o.clip_norm)
+  if o.mixed_precision == "mixed_float16":
     optimizer = keras.mixed_precision.LossScaleOptimizer(optimizer)
   return optimizer

@@ -9,10 +9,13 @@ MODEL_DIR/start.json as its run starts; a resume given another value is
 refused in one line. A run from before start.json is resumed with a
 one-line note that the flags are not applied.
 
-    start = start_flags(init_from=FLAGS.init_from)
-    note = check_resume(FLAGS.model_dir, start, optional=("init_from",))
+    start = start_flags(init_from=options.init_from)
+    note = check_resume(options.model_dir, start, optional=("init_from",))
     ...                                        # in the claimed run dir:
-    record_start(FLAGS.model_dir, start)       # only when it starts afresh
+    record_start(options.model_dir, start)     # only when it starts afresh
+
+(`options`: the command's options, which its `main` read from the flags;
+nothing here reads absl's FLAGS.)
 """
 
 import json

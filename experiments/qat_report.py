@@ -1,7 +1,7 @@
 """Post-training int8 against QAT int8 on one model: the rows of
-converters/results/qat.{json,md}.
+experiments/results/qat.{json,md}.
 
-    python -m converters.qat_report --model_dir runs/minilm_spam \
+    python -m experiments.qat_report --model_dir runs/minilm_spam \
         --data_dir data/spam --int8_recipe standard --qat_steps 300 \
         --work_dir /tmp/qat_report
 
@@ -20,6 +20,9 @@ replaced), so after a failure only what is missing runs again; a part made
 with other flags is refused before any work unless --overwrite. Every flag
 is checked before the first conversion starts, and the conversions die with
 this process, kill -9 included (tfmodels/process_lifetime.py).
+
+Only `main` reads the flags, into `QatReportOptions`; every function takes
+that (tests and other commands: `command_options.with_defaults`).
 """
 
 import dataclasses
@@ -34,6 +37,7 @@ import time
 from absl import app, flags
 
 from converters import source
+from tfmodels.command_options import from_flags
 from tfmodels.flag_checks import nonfinite_float_flag
 from tfmodels.process_lifetime import run_owned
 from tfmodels.sigterm import exit_on_sigterm
@@ -69,34 +73,50 @@ DONE = "qat_report.done"  # a finished part: {"flags": [...], "seconds": s}
 REPORT = "model_report.json"
 
 
-def _check_flags():
+@dataclasses.dataclass(frozen=True)
+class QatReportOptions:
+  """The command line, one field per flag (the flags' help says what each
+  means); `main` builds it with `command_options.from_flags`, other callers
+  with `command_options.with_defaults(QatReportOptions, **values)`."""
+  model_dir: str
+  data_dir: str
+  name: str | None
+  eval_split: str
+  int8_recipe: str
+  qat_steps: int
+  qat_learning_rate: float
+  qat_batch_size: int
+  work_dir: str
+  results_dir: str
+  overwrite: bool
+
+
+def _check_flags(options):
   """Every flag and input, before any conversion starts (ValueError, one
   line naming the flag): a bad value found by the second conversion would
-  cost the whole first one."""
-  nonfinite = nonfinite_float_flag()
-  if nonfinite:
-    raise ValueError(nonfinite)
+  cost the whole first one. Float flags that are not finite are `main`'s
+  to refuse first (nonfinite_float_flag)."""
   for flag in ("model_dir", "data_dir"):
-    if not os.path.isdir(getattr(FLAGS, flag)):
-      raise ValueError(f"--{flag} {getattr(FLAGS, flag)}: not a directory")
-  source.check_files(FLAGS.model_dir)
-  if not source.read_task(FLAGS.model_dir).get("task"):
-    raise ValueError(f"--model_dir {FLAGS.model_dir}: no task.json naming "
+    if not os.path.isdir(getattr(options, flag)):
+      raise ValueError(f"--{flag} {getattr(options, flag)}: not a directory")
+  source.check_files(options.model_dir)
+  if not source.read_task(options.model_dir).get("task"):
+    raise ValueError(f"--model_dir {options.model_dir}: no task.json naming "
                      "the task (give a finetune run)")
-  for split in ("train", FLAGS.eval_split):
-    if not glob.glob(os.path.join(glob.escape(FLAGS.data_dir),
+  for split in ("train", options.eval_split):
+    if not glob.glob(os.path.join(glob.escape(options.data_dir),
                                   f"{glob.escape(split)}.*")):
-      raise ValueError(f"--data_dir {FLAGS.data_dir}: no {split} split "
+      raise ValueError(f"--data_dir {options.data_dir}: no {split} split "
                        f"({split}.*)")
   for flag in ("qat_steps", "qat_batch_size"):
-    if FLAGS[flag].value < 1:
-      raise ValueError(f"--{flag} {FLAGS[flag].value}: must be >= 1")
-  if not FLAGS.qat_learning_rate > 0:
-    raise ValueError(f"--qat_learning_rate {FLAGS.qat_learning_rate}: must "
+    if getattr(options, flag) < 1:
+      raise ValueError(f"--{flag} {getattr(options, flag)}: must be >= 1")
+  if not options.qat_learning_rate > 0:
+    raise ValueError(f"--qat_learning_rate {options.qat_learning_rate}: must "
                      "be > 0")
-  check_writable(FLAGS.work_dir, "--work_dir")
-  check_writable(FLAGS.results_dir, "--results_dir")
-  results = os.path.join(FLAGS.results_dir, "qat.json")
+  check_writable(options.work_dir, "--work_dir")
+  check_writable(options.results_dir, "--results_dir")
+  results = os.path.join(options.results_dir, "qat.json")
   if os.path.exists(results):
     with open(results) as f:
       try:
@@ -112,6 +132,7 @@ class Part:
   name: str  # ptq or qat
   output_dir: str
   flags: list  # convert_tflite's flags (strings, paths absolute)
+  inputs: tuple  # directories it was made from (the model's, data's)
 
   def marker(self):
     """The finished run's marker (dict), or None."""
@@ -132,52 +153,55 @@ class Part:
     if marker.get("flags") != self.flags:
       return "other"
     made = os.path.getmtime(os.path.join(self.output_dir, DONE))
-    return "done" if made >= _newest_input() else "missing"
+    return "done" if made >= _newest_input(self.inputs) else "missing"
 
 
-def _newest_input():
-  """The latest modification time of the model's and the data's files."""
+def _newest_input(tops):
+  """The latest modification time of the files under `tops` (the model's
+  and the data's directories)."""
   newest = 0.0
-  for top in (FLAGS.model_dir, FLAGS.data_dir):
+  for top in tops:
     for directory, _, files in os.walk(top):
       for name in files:
         newest = max(newest, os.path.getmtime(os.path.join(directory, name)))
   return newest
 
 
-def _parts():
+def _parts(options):
   """The PTQ and QAT parts; a part finished with other flags is refused
   unless --overwrite, before either runs."""
-  recipe = FLAGS.int8_recipe
-  common = ["--model_dir", os.path.abspath(FLAGS.model_dir),
-            "--data_dir", os.path.abspath(FLAGS.data_dir),
-            "--eval_split", FLAGS.eval_split]
-  options = (["--strict_int8"] if recipe == "strict" else
-             ["--int8_recipe", recipe])
+  recipe = options.int8_recipe
+  common = ["--model_dir", os.path.abspath(options.model_dir),
+            "--data_dir", os.path.abspath(options.data_dir),
+            "--eval_split", options.eval_split]
+  recipe_flags = (["--strict_int8"] if recipe == "strict" else
+                  ["--int8_recipe", recipe])
 
   def part(name, modes, extra):
-    output_dir = os.path.join(os.path.abspath(FLAGS.work_dir),
+    output_dir = os.path.join(os.path.abspath(options.work_dir),
                               f"{name}_{recipe}")
     return Part(name, output_dir, [
         *common, "--output_dir", output_dir, "--name", "model", "--modes",
-        modes, *options, *map(str, extra)])
+        modes, *recipe_flags, *map(str, extra)],
+                (options.model_dir, options.data_dir))
 
   parts = [part("ptq", "float32,int8", []),
-           part("qat", "int8", ["--qat_steps", FLAGS.qat_steps,
-                                "--qat_learning_rate", FLAGS.qat_learning_rate,
-                                "--qat_batch_size", FLAGS.qat_batch_size])]
+           part("qat", "int8", [
+               "--qat_steps", options.qat_steps,
+               "--qat_learning_rate", options.qat_learning_rate,
+               "--qat_batch_size", options.qat_batch_size])]
   for p in parts:
-    if p.state() == "other" and not FLAGS.overwrite:
-      raise ValueError(f"--work_dir {FLAGS.work_dir}: "
+    if p.state() == "other" and not options.overwrite:
+      raise ValueError(f"--work_dir {options.work_dir}: "
                        f"{os.path.basename(p.output_dir)} holds a conversion "
                        "made with other flags (pass --overwrite)")
   return parts
 
 
-def _convert(part):
-  """Runs the part unless an earlier run finished it; (its report, wall
-  seconds)."""
-  if part.state() == "done" and not FLAGS.overwrite:
+def _convert(part, overwrite=False):
+  """Runs the part unless an earlier run finished it (or `overwrite`); (its
+  report, wall seconds)."""
+  if part.state() == "done" and not overwrite:
     seconds = part.marker().get("seconds")
     print(f"{part.name}: kept {part.output_dir} (finished by an earlier run "
           "with the same flags)", flush=True)
@@ -238,7 +262,7 @@ def markdown(rows):
            "calibration alone (PTQ) and after QAT fine-tuning "
            "(`convert_tflite --qat_steps`), measured by `convert_tflite` "
            "on the same split; made by the row's command "
-           "(`converters/qat_report.py`).", "",
+           "(`experiments/qat_report.py`).", "",
            "| model | task | recipe | metric | float | PTQ int8 | drop | "
            "QAT int8 | drop | fake-quant Keras | QAT steps | QAT loss |",
            "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | "
@@ -259,28 +283,32 @@ def markdown(rows):
 def main(argv):
   if len(argv) > 1:
     raise app.UsageError(f"unexpected arguments: {' '.join(argv[1:])}")
+  options = from_flags(QatReportOptions, FLAGS)
   try:
-    _check_flags()
-    lock_until_exit(FLAGS.work_dir, "--work_dir")  # one report per work dir
-    ptq_part, qat_part = _parts()
-    command = "python -m converters.qat_report " + " ".join(
+    nonfinite = nonfinite_float_flag(FLAGS)
+    if nonfinite:
+      raise ValueError(nonfinite)
+    _check_flags(options)
+    lock_until_exit(options.work_dir, "--work_dir")  # one report per dir
+    ptq_part, qat_part = _parts(options)
+    command = "python -m experiments.qat_report " + " ".join(
         shlex.quote(a) for a in sys.argv[1:])
-    recipe = FLAGS.int8_recipe
-    ptq, ptq_seconds = _convert(ptq_part)
-    qat, qat_seconds = _convert(qat_part)
-    new = row(ptq, qat, FLAGS.name or os.path.basename(
-        os.path.normpath(FLAGS.model_dir)), recipe, command,
+    recipe = options.int8_recipe
+    ptq, ptq_seconds = _convert(ptq_part, options.overwrite)
+    qat, qat_seconds = _convert(qat_part, options.overwrite)
+    new = row(ptq, qat, options.name or os.path.basename(
+        os.path.normpath(options.model_dir)), recipe, command,
               {"ptq": ptq_seconds, "qat": qat_seconds})
-    path = os.path.join(FLAGS.results_dir, "qat.json")
+    path = os.path.join(options.results_dir, "qat.json")
     rows = []
     if os.path.exists(path):
       with open(path) as f:
         rows = json.load(f)["rows"]
     rows = [r for r in rows if (r["model"], r["recipe"]) !=
             (new["model"], new["recipe"])] + [new]
-    os.makedirs(FLAGS.results_dir, exist_ok=True)
+    os.makedirs(options.results_dir, exist_ok=True)
     write_file(path, json.dumps({"rows": rows}, indent=2) + "\n")
-    write_file(os.path.join(FLAGS.results_dir, "qat.md"), markdown(rows))
+    write_file(os.path.join(options.results_dir, "qat.md"), markdown(rows))
   except (ValueError, OSError) as e:
     sys.exit(f"error: {str(e).splitlines()[0]}")
   print(f"{new['model']} ({recipe}): float {new['float_metric']:.2f}, "

@@ -1,0 +1,184 @@
+"""What every experiment command shares: its common flags, where its steps
+write, and how a run ends (one definition, so the experiments cannot drift
+apart in what --force means, what a failed step leaves, or how the results
+are written).
+
+    define_flags("Runs and scores.", scales=SCALES, results="x.{json,md}")
+
+    @dataclasses.dataclass(frozen=True)
+    class XOptions(Options):
+      scale: str = "full"
+
+    def run_experiment(options, out, results):   # takes no flags
+      steps = build_steps(Layout(out), SCALES[options.scale])
+      run_and_report(steps, options, results, report)  # report(results):
+                                                       # stages, -> table
+    def main(argv):
+      command = command_line("experiments.x")
+      run_command(argv, from_flags(XOptions, command=command),
+                  run_experiment)
+
+Only `main` reads the flags (`tfmodels.command_options`); everything below
+it takes the options object.
+"""
+
+import contextlib
+import dataclasses
+import json
+import os
+import sys
+
+from absl import flags
+
+from experiments.pipeline import (StepError, check_force, check_output_dir,
+                                  run_steps, sole_writer)
+from tfmodels.staging import OutputError, OutputFiles
+
+FORCE_HELP = "Step names to re-run even if done."
+# The flags `define_flags` defines belong to the experiment that calls it
+# (listed in its --helpshort, like the flags it defines itself).
+flags.disclaim_key_flags()
+
+
+def define_flags(output_dir, *, default_output_dir=None, scales=None,
+                 results=None, jobs=None, force=FORCE_HELP):
+  """Defines the flags the experiments have in common.
+
+  `output_dir` and `force` are their flags' help (`force` None: no
+  --force); `scales`, the module's SCALES, gives --scale (its first the
+  default); `results`, the names of the files --results_dir takes (e.g.
+  "x.{json,md}"), gives --results_dir (default experiments/results, where
+  they are committed); `jobs`, the default of --jobs. A flag not defined
+  leaves its option at the `Options` default.
+  """
+  from experiments.paths import REPO
+  flags.DEFINE_string("output_dir", default_output_dir, output_dir)
+  if results:
+    flags.DEFINE_string("results_dir", os.path.join(REPO, "experiments",
+                                                    "results"),
+                        f"Where {results} go.")
+  if scales:
+    flags.DEFINE_enum("scale", next(iter(scales)), list(scales),
+                      "Experiment size.")
+  if jobs:
+    flags.DEFINE_integer("jobs", jobs, "Steps run side by side.")
+  if force:
+    flags.DEFINE_list("force", [], force)
+
+
+@dataclasses.dataclass(frozen=True)
+class Options:
+  """The common flags' values; an experiment's options extend it (its own
+  fields need defaults; `with_defaults` gives the flags' ones)."""
+  output_dir: str | None = None
+  force: tuple = ()
+  jobs: int = 1  # without --jobs: one step at a time
+  results_dir: str | None = None  # None: the results go to output_dir
+  overwrite: bool = True  # results replace those of an earlier run
+  command: str = ""  # the command line, as the results quote it
+
+
+def command_line(module):
+  """How the results quote the run: `python -m MODULE` and its flags."""
+  return " ".join([f"python -m {module}"] + sys.argv[1:])
+
+
+def check_command_line(argv, options):
+  """Exits with one line on stray arguments or --jobs below 1."""
+  if len(argv) > 1:
+    sys.exit(f"error: unexpected arguments: {' '.join(argv[1:])}")
+  if options.jobs < 1:
+    sys.exit(f"error: --jobs {options.jobs}: give 1 or more")
+
+
+def run_command(argv, options, run_experiment):
+  """An experiment's main after reading its flags: the checks, then
+  `run_experiment(options, out, results)` (`held_outputs`), whose errors
+  end the command with one line."""
+  check_command_line(argv, options)
+  with one_line_errors(), held_outputs(options) as (out, results):
+    run_experiment(options, out, results)
+
+
+@contextlib.contextmanager
+def one_line_errors(*errors):
+  """An OutputError (or one of `errors`: settings found wrong before the
+  work) or Ctrl-C ends the command with one line, not a traceback."""
+  try:
+    yield
+  except (OutputError, *errors) as e:
+    sys.exit(f"error: {e}")
+  except KeyboardInterrupt:
+    sys.exit("interrupted; run the same command again to resume")
+
+
+@contextlib.contextmanager
+def held_outputs(options):
+  """(output directory, results): --output_dir (absolute) held by this
+  process alone, and an OutputFiles for the results: --results_dir's or,
+  without that flag, the output directory's. Both are checked before any
+  work, so a run of hours does not fail at its end; what is staged but not
+  committed is discarded."""
+  check_output_dir(options.output_dir)
+  if options.results_dir is not None:
+    check_output_dir(options.results_dir, "--results_dir")
+  with sole_writer(options.output_dir) as out:
+    if options.results_dir is None:
+      results = OutputFiles(out, overwrite=options.overwrite)
+    else:
+      results = OutputFiles(options.results_dir, options.overwrite,
+                            flag="--results_dir")
+    try:
+      yield out, results
+    finally:
+      results.discard()  # committed already, or nothing half-written
+
+
+def run_and_report(steps, options, results, report):
+  """Runs the steps (--force, --jobs), then `report(results)`: it stages
+  the result files in `results` (OutputFiles) and returns the table to
+  print. A failed step still gets its report (what the finished steps
+  measured is worth keeping); the command then exits with its error."""
+  check_force(options.force, steps)
+  failure = None
+  try:
+    run_steps(steps, force=set(options.force), jobs=options.jobs)
+  except StepError as e:
+    failure = f"error: {e}"
+  table = report(results)
+  results.commit()
+  print(table)
+  if failure:
+    sys.exit(failure)
+
+
+def stage_results(results, name, data, table):
+  """NAME.json (`data`) and NAME.md (the table under a title), the form
+  experiments/results commits."""
+  results.add(name + ".json", json.dumps(data, indent=1) + "\n")
+  results.add(name + ".md", f"# {name}\n\n" + table)
+
+
+class Layout:
+  """Where each step writes under the output directory: one method per
+  kind of directory, so the step that writes it and the code that reads it
+  cannot disagree. An experiment's Layout adds its own kinds."""
+
+  def __init__(self, out):
+    self.out = out
+
+  def path(self, *parts):
+    return os.path.join(self.out, *parts)
+
+  def run(self, name):
+    """A pre-training, distillation or import run: runs/NAME."""
+    return self.path("runs", name)
+
+  def shards(self, name):
+    """Pre-training shards; the data step's directory (its log and
+    marker) is data/NAME, the shards one level down."""
+    return self.path("data", name, "shards")
+
+  def finetuned(self, *name):
+    """A fine-tuning run: finetune/MODEL or finetune/MODEL_TASK."""
+    return self.path("finetune", "_".join(name))
