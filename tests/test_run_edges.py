@@ -257,7 +257,7 @@ def test_full_disk_is_one_line_leaves_nothing_and_the_run_resumes_exactly(
                                      *flags), stdout=subprocess.DEVNULL,
                            stderr=whole_err, env=_env())
   finetune = " ".join(_finetune(init_dir, data, disk / "run", *flags))
-  export = " ".join([sys.executable, "-m", "tfmodels.checkpoints.convert",
+  export = " ".join([sys.executable, "-m", "tfmodels.checkpoints.import_export",
                      "--from", "hf", "--input", os.path.join(
                          REPO, "tests", "fixtures", "checkpoints",
                          "bert_classifier"), "--output", str(small / "m")])

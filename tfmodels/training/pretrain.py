@@ -11,7 +11,7 @@ so a killed run loses at most the steps since its last checkpoint.
 TensorBoard summaries go to --model_dir/summaries.
 
 --init_from starts a fresh run from a pretrained model: a model directory
-(`checkpoints.convert` output, a `pretrain` / `distill` run) or a named
+(`checkpoints.import_export` output, a `pretrain` / `distill` run) or a named
 teacher (all-minilm-l6-v2). Every encoder weight of it fills the same-named
 weight of --config (a pretrainer's MLM / NSP heads too); what --config adds
 starts fresh. A source tensor whose shape differs, or a config field that

@@ -1,11 +1,12 @@
-"""Convert checkpoints: Hugging Face or Google TF1 in, ours out; ours to HF.
+"""Import and export checkpoints: Hugging Face or Google TF1 in, ours out;
+ours to HF.
 
-    python -m tfmodels.checkpoints.convert --from hf \
+    python -m tfmodels.checkpoints.import_export --from hf \
         --input path/to/hf_model_dir --output /tmp/ours
-    python -m tfmodels.checkpoints.convert --from tf1 \
+    python -m tfmodels.checkpoints.import_export --from tf1 \
         --input uncased_L-12_H-768_A-12/bert_model.ckpt \
         --config uncased_L-12_H-768_A-12/bert_config.json --output /tmp/ours
-    python -m tfmodels.checkpoints.convert --to hf --input /tmp/ours \
+    python -m tfmodels.checkpoints.import_export --to hf --input /tmp/ours \
         --output /tmp/hf_again
 
 Our directory holds config.json, head.json, a tf.train.Checkpoint and a
@@ -38,10 +39,10 @@ flags.mark_flag_as_required("output")
 
 
 @dataclasses.dataclass(frozen=True)
-class ConvertCheckpointOptions:
+class CheckpointOptions:
   """The command line, one field per flag; `main` builds it with
   `command_options.from_flags`, other callers with
-  `command_options.with_defaults(ConvertCheckpointOptions, **values)`.
+  `command_options.with_defaults(CheckpointOptions, **values)`.
   --from, a Python keyword, is the field `from_`."""
   to: str | None
   input: str
@@ -78,7 +79,7 @@ def _export_hf(options):
 def main(argv):
   if len(argv) > 1:
     raise app.UsageError(f"unexpected arguments: {' '.join(argv[1:])}")
-  options = from_flags(ConvertCheckpointOptions, FLAGS,
+  options = from_flags(CheckpointOptions, FLAGS,
                        from_=FLAGS["from"].value)
   source_format = options.from_
   if (source_format is None) == (options.to is None):
