@@ -9,8 +9,8 @@ check reads the converted file back through ai_edge_litert's signature
 runner, so it sees what an app will see, and refuses ops an app's runtime
 will not have.
 
-    expected = output_shapes("span", seq_length=384)
-    facts = check(tflite_bytes, expected, seq_length=384)
+    expected = output_shapes("span", seq_length=MAX_SEQ_LENGTH)
+    facts = check(tflite_bytes, expected, seq_length=MAX_SEQ_LENGTH)
 """
 
 from converters import tflite_file

@@ -8,7 +8,8 @@ then checks, validates and writes them) or the latency benchmark times it.
   -> tensors renamed to their signature names (tflite_file.py), so apps and
      benchmark_model's name,low,high:... flags find them either way
 
-    result = convert_model(model, "span", 384, ["float32", "int8"],
+    result = convert_model(model, "span", MAX_SEQ_LENGTH,
+                           ["float32", "int8"],
                            calibration_dataset(features, 100), config=config)
     data, recipe_facts = result.files["int8"]
 """

@@ -6,7 +6,7 @@ so the model is wrapped in a tf.function over int32 [1, L] inputs named `ids`,
 The same `contract_outputs` maps the Keras model's outputs for validation,
 so Keras and TFLite are compared on identical terms.
 
-    export_saved_model(model, "span", 384, "/tmp/qa_saved_model")
+    export_saved_model(model, "span", MAX_SEQ_LENGTH, "/tmp/qa_saved_model")
 """
 
 import tensorflow as tf

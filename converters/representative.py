@@ -14,7 +14,8 @@ give ranges that real text never reaches). Accepted files, plain or gzip:
     segment A from segment B (e.g. `question<TAB>passage`). Blank lines are
     skipped, so the pre-training corpora work as they are.
 
-    features = read_features("data/wordnet_qa/train.json.gz", tokenizer, 384)
+    features = read_features("data/wordnet_qa/train.json.gz", tokenizer,
+                              MAX_SEQ_LENGTH)
     dataset = calibration_dataset(features, num_samples=100)
 """
 

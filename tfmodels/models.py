@@ -6,8 +6,10 @@ inputs are the encoder's (`input_ids`, `input_mask`, `segment_ids`, plus
 `masked_lm_positions` for pre-training).
 
     from tfmodels.configs import load_config
+    from tfmodels.data.squad import MAX_SEQ_LENGTH
     from tfmodels.models import build_span_model
-    model = build_span_model(load_config("mobilebert"), seq_length=384)
+    model = build_span_model(load_config("mobilebert"),
+                             seq_length=MAX_SEQ_LENGTH)
 """
 
 import tensorflow as tf
