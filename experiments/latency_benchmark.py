@@ -77,7 +77,7 @@ flags.DEFINE_list("cells", ["*/*/*"], "Keep only the model/variant/mode "
                   "combinations matching one of these patterns (fnmatch), "
                   "e.g. mobilebert/*/*,bert_base/layernorm_gelu/*.")
 flags.DEFINE_list("threads", ["1", "2", "4"], "LiteRT thread counts.")
-flags.DEFINE_integer("seq_length", 128, "L of the [1, L] inputs.")
+flags.DEFINE_integer("max_seq_length", 128, "L of the [1, L] inputs.")
 flags.DEFINE_integer("num_runs", 20, "Timed runs per cell (at least).")
 flags.DEFINE_float("min_secs", 1.0, "Seconds of timed runs per cell (at "
                    "least).")
@@ -116,7 +116,7 @@ class BenchmarkOptions:
   modes: tuple
   cells: tuple
   threads: tuple
-  seq_length: int
+  max_seq_length: int
   num_runs: int
   min_secs: float
   warmup_runs: int
@@ -228,7 +228,7 @@ def _folds(model, variant, options):
 def _key(cell, options):
   """What a cached file depends on (calibration: int8 modes only)."""
   facts = [model_config(cell.model, cell.variant, options.peer_config)
-           .to_dict(), cell.model, cell.mode, options.seq_length,
+           .to_dict(), cell.model, cell.mode, options.max_seq_length,
            options.num_calibration_samples if calibrated(cell.mode)
            else None]
   if _folds(cell.model, cell.variant, options):
@@ -270,7 +270,7 @@ def calibration_features(path, vocab_file, seq_length, num_samples, scratch,
 def convert_cells(cells, work_dir, options):
   """Converts what the cache lacks; returns {stem: (path, facts)}."""
   from converters import conversion, representative, runtime, tflite_file
-  seq_length = options.seq_length
+  seq_length = options.max_seq_length
   num_samples = options.num_calibration_samples
   models_dir = os.path.join(work_dir, "models")
   os.makedirs(models_dir, exist_ok=True)
@@ -442,8 +442,9 @@ def check_flags(options):
   finite are `main`'s to refuse first (nonfinite_float_flag)."""
   cells = _cells(options)
   threads = _threads(options)
-  if options.seq_length < 3:
-    raise BenchmarkError(f"--seq_length {options.seq_length}: at least 3")
+  if options.max_seq_length < 3:
+    raise BenchmarkError(
+        f"--max_seq_length {options.max_seq_length}: at least 3")
   if options.num_runs < 1 or options.repeats < 1:
     raise BenchmarkError("--num_runs and --repeats must be >= 1")
   if options.warmup_runs < 0:
@@ -527,7 +528,8 @@ def run_benchmark(out, cells, threads, options):
   out.add("benchmark.json", json.dumps(rows, indent=1) + "\n")
   out.add("benchmark.md", markdown(rows, command, notes))
   # Written straight into the staging directory; committed with the rest.
-  plot(rows, os.path.join(out.staging, "benchmark.png"), options.seq_length)
+  plot(rows, os.path.join(out.staging, "benchmark.png"),
+       options.max_seq_length)
   return rows
 
 

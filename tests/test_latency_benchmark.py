@@ -39,7 +39,7 @@ def bench(tmp_path_factory):
       "--output_dir", out, "--work_dir", work, "--models", "tiny_mobilebert",
       "--variants", "nonorm_relu,layernorm_gelu",
       "--modes", "float32,int8,int8_standard", "--threads", "2",
-      "--seq_length", 32, "--num_runs", 3, "--min_secs", 0.05,
+      "--max_seq_length", 32, "--num_runs", 3, "--min_secs", 0.05,
       "--warmup_runs", 1, "--repeats", 2, "--num_calibration_samples", 8,
       "--vocab_file", _vocab(base / "vocab.txt"))
   assert result.returncode == 0, result.stderr[-3000:]
@@ -95,7 +95,7 @@ def test_rerun_reuses_the_cache_and_refuses_existing_outputs(bench, tmp_path):
   common = ["--work_dir", work, "--models", "tiny_mobilebert", "--variants",
             "nonorm_relu,layernorm_gelu", "--modes", "float32,int8",
             "--cells", "*/nonorm_relu/float32", "--threads", "1",
-            "--seq_length", 32, "--num_runs", 2, "--min_secs", 0.01,
+            "--max_seq_length", 32, "--num_runs", 2, "--min_secs", 0.01,
             "--repeats", 1]
   refused = _run("--output_dir", out, *common)
   assert refused.returncode != 0
@@ -161,7 +161,7 @@ def test_peer_mobilebert_converts_the_standard_way(tmp_path):
       "--output_dir", out, "--work_dir", tmp_path / "work", "--models",
       "peer_mobilebert", "--peer_config", "tiny_mobilebert", "--variants",
       "nonorm_relu", "--modes", "float32,int8", "--threads", "1",
-      "--seq_length", 32, "--num_runs", 2, "--min_secs", 0.01, "--repeats",
+      "--max_seq_length", 32, "--num_runs", 2, "--min_secs", 0.01, "--repeats",
       1, "--num_calibration_samples", 4, "--vocab_file",
       _vocab(tmp_path / "vocab.txt"))
   assert result.returncode == 0, result.stderr[-3000:]
