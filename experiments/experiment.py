@@ -91,25 +91,32 @@ def check_command_line(argv, options):
     sys.exit(f"error: --jobs {options.jobs}: give 1 or more")
 
 
-def run_command(argv, options, run_experiment):
+def run_command(argv, options, run_experiment, errors=(),
+                interrupted=None):
   """An experiment's main after reading its flags: the checks, then
   `run_experiment(options, out, results)` (`held_outputs`), whose errors
-  end the command with one line."""
+  (OutputError and `errors`) end the command with one line."""
   check_command_line(argv, options)
-  with one_line_errors(), held_outputs(options) as (out, results):
+  with one_line_errors(*errors, interrupted=interrupted), \
+      held_outputs(options) as (out, results):
     run_experiment(options, out, results)
 
 
+RESUME = "run the same command again to resume"
+
+
 @contextlib.contextmanager
-def one_line_errors(*errors):
+def one_line_errors(*errors, interrupted=None):
   """An OutputError (or one of `errors`: settings found wrong before the
-  work) or Ctrl-C ends the command with one line, not a traceback."""
+  work) or Ctrl-C ends the command with one line (the error's first), not a
+  traceback; `interrupted` says what Ctrl-C leaves (default: RESUME)."""
   try:
     yield
   except (OutputError, *errors) as e:
-    sys.exit(f"error: {e}")
+    lines = str(e).strip().splitlines() or [type(e).__name__]
+    sys.exit(f"error: {lines[0]}")
   except KeyboardInterrupt:
-    sys.exit("interrupted; run the same command again to resume")
+    sys.exit(f"interrupted; {interrupted or RESUME}")
 
 
 @contextlib.contextmanager

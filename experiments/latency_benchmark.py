@@ -42,6 +42,7 @@ Only `main` reads the flags, into `BenchmarkOptions`; every function takes
 that (tests and other commands: `command_options.with_defaults`).
 """
 
+import contextlib
 import dataclasses
 import fnmatch
 import hashlib
@@ -52,6 +53,7 @@ import sys
 from absl import app, flags
 
 from converters.quantize import calibrated
+from experiments import experiment
 from experiments.latency_report import (MODES, PEER, VARIANTS, markdown,
                                          plot)
 from tfmodels.command_options import from_flags
@@ -60,8 +62,7 @@ from tfmodels.sigterm import exit_on_sigterm
 from tfmodels.staging import temporary_directory, write_file
 
 FLAGS = flags.FLAGS
-flags.DEFINE_string("output_dir", None, "Where benchmark.json / .md / .png "
-                    "go.")
+experiment.define_flags("Where benchmark.json / .md / .png go.", force=None)
 flags.DEFINE_string("work_dir", None, "Cache of SavedModels, .tflite files "
                     "and timing runs (default: a temporary directory).")
 flags.DEFINE_list("models", ["bert_base", "mobilebert", "mobilebert_tiny",
@@ -105,32 +106,32 @@ OUTPUTS = ("benchmark.json", "benchmark.md", "benchmark.png")
 
 
 @dataclasses.dataclass(frozen=True)
-class BenchmarkOptions:
+class BenchmarkOptions(experiment.Options):
   """The command line, one field per flag (the flags' help says what each
   means); `main` builds it with `command_options.from_flags`, other callers
-  with `command_options.with_defaults(BenchmarkOptions, **values)`."""
-  output_dir: str | None
-  work_dir: str | None
-  models: tuple
-  variants: tuple
-  modes: tuple
-  cells: tuple
-  threads: tuple
-  max_seq_length: int
-  num_runs: int
-  min_secs: float
-  warmup_runs: int
-  repeats: int
-  calibration_data: str
-  num_calibration_samples: int
-  vocab_file: str
-  adb: bool
-  benchmark_binary: str | None
-  serial: str | None
-  cpu_mask: str | None
-  fold_nonorm: bool
-  peer_config: str
-  overwrite: bool
+  with `command_options.with_defaults(BenchmarkOptions, **values)`.
+  The outputs go straight to --output_dir (no --results_dir)."""
+  work_dir: str | None = None
+  models: tuple = ()
+  variants: tuple = ()
+  modes: tuple = ()
+  cells: tuple = ()
+  threads: tuple = ()
+  max_seq_length: int = 128
+  num_runs: int = 20
+  min_secs: float = 1.0
+  warmup_runs: int = 2
+  repeats: int = 3
+  calibration_data: str = ""
+  num_calibration_samples: int = 16
+  vocab_file: str = ""
+  adb: bool = False
+  benchmark_binary: str | None = None
+  serial: str | None = None
+  cpu_mask: str | None = None
+  fold_nonorm: bool = True
+  peer_config: str = "mobilebert"
+  overwrite: bool = False
 
 
 class BenchmarkError(ValueError):
@@ -524,9 +525,8 @@ def run_benchmark(out, cells, threads, options):
            "(converters/nonorm_folding.py), as convert_tflite does"
            if options.fold_nonorm else "- ours: NoNorms not folded "
            "(--nofold_nonorm)"]
-  command = " ".join(["python -m experiments.latency_benchmark"] + sys.argv[1:])
   out.add("benchmark.json", json.dumps(rows, indent=1) + "\n")
-  out.add("benchmark.md", markdown(rows, command, notes))
+  out.add("benchmark.md", markdown(rows, options.command, notes))
   # Written straight into the staging directory; committed with the rest.
   plot(rows, os.path.join(out.staging, "benchmark.png"),
        options.max_seq_length)
@@ -535,49 +535,50 @@ def run_benchmark(out, cells, threads, options):
 
 def main(argv):
   """Flags first (one line each), then the run, alone in --output_dir and
-  --work_dir."""
-  if len(argv) > 1:
-    sys.exit(f"error: unexpected arguments: {' '.join(argv[1:])}")
+  --work_dir (the experiments' skeleton: experiments/experiment.py)."""
   from absl import logging
   logging.set_verbosity(logging.WARNING)
-  import contextlib
-  from experiments.pipeline import check_output_dir, sole_writer
-  from tfmodels.staging import OutputError, OutputFiles
-  options = from_flags(BenchmarkOptions, FLAGS)
-  try:
+  options = from_flags(BenchmarkOptions, FLAGS,
+                       command=experiment.command_line(
+                           "experiments.latency_benchmark"))
+  experiment.check_command_line(argv, options)
+  with experiment.one_line_errors(BenchmarkError):
     nonfinite = nonfinite_float_flag(FLAGS)
     if nonfinite:
       raise BenchmarkError(nonfinite)
     cells, threads = check_flags(options)
-    check_output_dir(options.output_dir)
-    if options.work_dir:
-      check_output_dir(options.work_dir, "--work_dir")
-  except (BenchmarkError, OutputError) as e:
-    sys.exit(f"error: {e}")
-  with contextlib.ExitStack() as held:
-    try:
-      held.enter_context(sole_writer(options.output_dir))
-      if options.work_dir and (os.path.abspath(options.work_dir) !=
-                               os.path.abspath(options.output_dir)):
-        held.enter_context(sole_writer(options.work_dir, "--work_dir"))
-      out = OutputFiles(options.output_dir, options.overwrite)
-    except OutputError as e:
-      sys.exit(f"error: {e}")
-    try:
-      rows = run_benchmark(out, cells, threads, options)
-      written = out.commit()
-    except BaseException as e:
-      out.discard()
-      if isinstance(e, KeyboardInterrupt):
-        sys.exit("interrupted; nothing was written")
-      if not isinstance(e, (ValueError, OSError)):
-        raise
-      sys.exit(f"error: {str(e).strip().splitlines()[0]}")
+  experiment.run_command(
+      argv, options, lambda options, out, results: _run_and_report(
+          cells, threads, options, results),
+      errors=(ValueError, OSError),
+      interrupted="nothing was written")
+
+
+def _run_and_report(cells, threads, options, results):
+  """The run alone in --work_dir too; what `main` prints and how it ends."""
+  with _sole_work_dir(options):
+    rows = run_benchmark(results, cells, threads, options)
+  written = results.commit()
   failed = [r for r in rows if r["median_ms"] is None]
   print(f"wrote {', '.join(written)}")
   if failed:
     sys.exit(f"error: {len(failed)} cells have no timing (see "
              f"{os.path.join(options.output_dir, 'benchmark.md')})")
+
+
+@contextlib.contextmanager
+def _sole_work_dir(options):
+  """--work_dir, when given and not --output_dir itself, held by this
+  process alone (two benchmarks filling one cache would clash)."""
+  work_dir = options.work_dir
+  if not work_dir or os.path.abspath(work_dir) == os.path.abspath(
+      options.output_dir):
+    yield
+    return
+  from experiments.pipeline import check_output_dir, sole_writer
+  check_output_dir(work_dir, "--work_dir")
+  with sole_writer(work_dir, "--work_dir"):
+    yield
 
 
 def run():
