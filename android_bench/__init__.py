@@ -1,4 +1,4 @@
-"""Stage 3: the adb / host latency harness and the Android QA demo app.
+"""Stage 3: the adb / host latency harness and the Android QA app.
 
 Imports tfmodels and converters (LiteRT file and delegate facts live there),
 never experiments; the adb stand-in device the tests use is in tests/.

@@ -1,6 +1,6 @@
 """The app contract of a converted model, and its check through LiteRT.
 
-Apps (the Task Library, our QA demo) look tensors up by name: int32 [1, L]
+Apps (the Task Library, our QA app) look tensors up by name: int32 [1, L]
 inputs `ids`, `mask`, `segment_ids`; float32 outputs `start_logits` /
 `end_logits` (QA), `probability` (classifier; `score` for regression),
 `logits` (tagger), `intent_probability` [1, intents] and `slot_logits`

@@ -8,7 +8,7 @@ Copies the model and vocabulary into --output_dir under the names the app
 reads (qa_model.tflite, vocab.txt; the Gradle build's -PqaModel / -PqaVocab
 point there, see the README.md written beside them), then answers real
 held-out questions with the app's Python twin (what `python -m
-android_bench.qa_demo` runs, with the model and tokenizer loaded once: a
+android_bench.qa_app` runs, with the model and tokenizer loaded once: a
 process per question spent seconds importing TensorFlow for milliseconds of
 model) and writes answers.json: question, passage, gold answers, the
 twin's answer, its exact match / F1 and its model time. Each passage is
@@ -69,18 +69,18 @@ def _copy(source, target):
 def readme(output_dir, source):
   """How to build the app with these files, or push them to a phone."""
   where = os.path.abspath(output_dir)
-  if where.startswith(REPO + os.sep):  # as seen from android_bench/qa_demo
+  if where.startswith(REPO + os.sep):  # as seen from android_bench/qa_app
     where = "$PWD/../../" + os.path.relpath(where, REPO)
-  return f"""# The QA demo app's model
+  return f"""# The QA app's model
 
 `{MODEL_NAME}` is `{os.path.basename(source)}` from the demo (the distilled
 MobileBERT student fine-tuned on data/wordnet_qa, full int8) and
 `{VOCAB_NAME}` its vocabulary: the names the app reads from its assets.
 
-Build the APK with them (BUILD_NOTES.md, "The Android QA demo app"):
+Build the APK with them (BUILD_NOTES.md, "The Android QA app"):
 
 ```
-cd android_bench/qa_demo
+cd android_bench/qa_app
 gradle wrapper --gradle-version 8.7            # once
 ./gradlew :app:assembleDebug \\
     -PqaModel={where}/{MODEL_NAME} \\
@@ -92,8 +92,8 @@ or swap them into an installed app without rebuilding (from this
 directory; launch the app once first so its files directory exists):
 
 ```
-adb push {MODEL_NAME} /sdcard/Android/data/org.compactbert.qa.demo/files/{MODEL_NAME}
-adb push {VOCAB_NAME} /sdcard/Android/data/org.compactbert.qa.demo/files/{VOCAB_NAME}
+adb push {MODEL_NAME} /sdcard/Android/data/org.compactbert.qa.app/files/{MODEL_NAME}
+adb push {VOCAB_NAME} /sdcard/Android/data/org.compactbert.qa.app/files/{VOCAB_NAME}
 ```
 
 `{ANSWERS}` holds the questions the app's Python twin answered with them.
@@ -103,15 +103,15 @@ adb push {VOCAB_NAME} /sdcard/Android/data/org.compactbert.qa.demo/files/{VOCAB_
 def twin(model, vocab=None):
   """ask(passage, question) -> (answer, timing line) with the app's twin,
   its model and tokenizer loaded once (`vocab`: checked against the one
-  the model carries, which is used without it; QaDemoError)."""
-  from android_bench.qa_demo import DEFAULT_THREADS, QaDemoError
-  from android_bench.qa_demo.answering import (predict, timing_line,
+  the model carries, which is used without it; QaAppError)."""
+  from android_bench.qa_app import DEFAULT_THREADS, QaAppError
+  from android_bench.qa_app.answering import (predict, timing_line,
                                                tokenizer_for)
-  from android_bench.qa_demo.span_model import SpanModel
+  from android_bench.qa_app.span_model import SpanModel
   try:
     span_model = SpanModel(model, num_threads=DEFAULT_THREADS)
-  except QaDemoError as e:
-    raise QaDemoError(f"--model {e}") from None
+  except QaAppError as e:
+    raise QaAppError(f"--model {e}") from None
   tokenizer = tokenizer_for(model, vocab)
 
   def ask(passage, question):
@@ -123,11 +123,11 @@ def twin(model, vocab=None):
 
 def ask_task_library(python, model, questions, directory):
   """The Task Library's answers ([{answer, start, end, logit}]) to the
-  questions, from android_bench/qa_demo/task_library.py in its own venv."""
+  questions, from android_bench/qa_app/task_library.py in its own venv."""
   path = os.path.join(directory, "task_library_questions.json")
   write_file(path, json.dumps([{"question": q["question"],
                                 "passage": q["passage"]} for q in questions]))
-  script = os.path.join(REPO, "android_bench", "qa_demo", "task_library.py")
+  script = os.path.join(REPO, "android_bench", "qa_app", "task_library.py")
   result = subprocess.run([python, script, "--model", model, "--questions",
                            path, "--max_seq_length",
                            str(squad.MAX_SEQ_LENGTH)],
@@ -167,11 +167,11 @@ def main(argv):
     questions = pick_questions(FLAGS.qa_dir, FLAGS.questions)
   except (squad.SquadError, StopIteration, OSError) as e:
     sys.exit(f"error: --qa_dir {FLAGS.qa_dir}: no readable dev split ({e})")
-  from android_bench.qa_demo import QaDemoError
+  from android_bench.qa_app import QaAppError
   from converters.metadata import associated_file
   try:  # before anything is written: the model and its vocabulary
     ask = twin(FLAGS.model, FLAGS.vocab)
-  except QaDemoError as e:
+  except QaAppError as e:
     sys.exit(f"error: {e}")
   out = FLAGS.output_dir
   os.makedirs(os.path.join(out, "passages"), exist_ok=True)

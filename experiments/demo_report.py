@@ -262,9 +262,10 @@ def markdown(summary, figures, out):
          f"Scale **{plan.get('scale')}**: teacher `{sizes.get('teacher')}` "
          "(pretrained, fine-tuned here: "
          f"{sizes.get('teacher_qa_steps')} steps on QA at "
-         f"L={sizes.get('qa_seq_length')}, {sizes.get('teacher_spam_steps')}"
-         f" on spam at L={sizes.get('spam_seq_length')}); the student carved "
-         "out of each fine-tuned teacher (`compress "
+         f"L={sizes.get('qa_max_seq_length')}, "
+         f"{sizes.get('teacher_spam_steps')}"
+         f" on spam at L={sizes.get('spam_max_seq_length')}); the student "
+         "carved out of each fine-tuned teacher (`compress "
          f"{' '.join(map(str, plan.get(STUDENT_RECORD) or []))}`, "
          f"{sizes.get('calibration_examples')} calibration examples, "
          f"{sizes.get('recover_steps')} recovery steps), then distilled from "
@@ -272,8 +273,8 @@ def markdown(summary, figures, out):
          f"({sizes.get(size_key('student_qa_steps'))} steps on QA, "
          f"{sizes.get(size_key('student_spam_steps'))} on spam){qat}; batch "
          f"{sizes.get('finetune_batch_size')}; the QA models are exported at "
-         f"L={sizes.get('qa_export_length')}, the app's length. From the "
-         "first step's start to "
+         f"L={sizes.get('qa_export_max_seq_length')}, the app's length. "
+         "From the first step's start to "
          f"the last one's end: {span / 60:.1f} min ({total / 60:.1f} min of "
          "steps, run side by side; the table at the end has each).\n"]
   if plan.get("scale") == "tiny":
@@ -363,7 +364,7 @@ def markdown(summary, figures, out):
              "QA model) and `app_assets/vocab.txt` are where the app's "
              "Gradle build takes them (`-PqaModel`, `-PqaVocab`); "
              "`app_assets/README.md` has the commands. The app's Python "
-             "twin (`python -m android_bench.qa_demo`) answered:\n")
+             "twin (`python -m android_bench.qa_app`) answered:\n")
   if app_:
     library = app_.get("task_library")
     if library:

@@ -16,7 +16,8 @@ import math
 import os
 
 from experiments.demo_steps import (MODELS, STUDENT, STUDENT_RECORD, Layout,
-                                    carve_step, size_key, task_step)
+                                    carve_step, read_plan, size_key,
+                                    task_step)
 from experiments.result_files import (config_params, conversion_summary,
                                       latency_rows, read_json, read_marker,
                                       read_scalars, tsv_rows)
@@ -58,14 +59,14 @@ def carving_facts(out, task):
 def collect(out):
   """Everything the report shows, as one JSON-able dict."""
   layout = Layout(out)
-  plan = read_json(layout.plan) or {}
+  plan = read_plan(layout.plan) if os.path.exists(layout.plan) else {}
   sizes = plan.get("sizes") or {}
   models = {}
   for m in MODELS:
     entry = {"label": LABELS[m],
              "params": config_params(os.path.join(model_dir(out, m),
                                                  "config.json"),
-                                    sizes.get("qa_seq_length", 128)),
+                                    sizes.get("qa_max_seq_length", 128)),
              "tasks": {}, "finetune_loss": {}}
     for task in TASKS:
       ft = layout.finetuned(task_step(m, task))

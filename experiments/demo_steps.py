@@ -15,7 +15,7 @@ import os
 import shutil
 import subprocess
 
-from android_bench.qa_demo import SEQUENCE_LENGTH
+from android_bench.qa_app import SEQUENCE_LENGTH
 from experiments.paths import TASK_LIBRARY_PYTHON, VOCAB, data_sources
 from experiments.pipeline import Step, python_module
 from experiments.real_teacher import MINILM, import_step
@@ -89,9 +89,9 @@ class Scale:
   plan.json records them (`record`) with the student's fields under its
   name (size_key)."""
   teacher: str  # a named pretrained teacher (tfmodels.checkpoints.teachers)
-  qa_seq_length: int  # QA fine-tuning (WordNet QA windows are short)
-  qa_export_length: int  # the converted QA model: the app's [1, L]
-  spam_seq_length: int
+  qa_max_seq_length: int  # QA fine-tuning (WordNet QA windows are short)
+  qa_export_max_seq_length: int  # the converted QA model: the app's L
+  spam_max_seq_length: int
   teacher_qa_steps: int
   teacher_spam_steps: int
   student_qa_steps: int  # the student's task-stage distillation
@@ -122,8 +122,9 @@ SCALES = {
     # QA at L = 96: 99.4% of WordNet QA's question + passage pairs fit in
     # one window (median 56 pieces), and L = 128 spent a quarter of every
     # step on padding.
-    "full": Scale(MINILM, qa_seq_length=96, qa_export_length=SEQUENCE_LENGTH,
-                  spam_seq_length=64, teacher_qa_steps=160,
+    "full": Scale(MINILM, qa_max_seq_length=96,
+                  qa_export_max_seq_length=SEQUENCE_LENGTH,
+                  spam_max_seq_length=64, teacher_qa_steps=160,
                   teacher_spam_steps=40, student_qa_steps=250,
                   student_spam_steps=40, finetune_batch_size=16,
                   teacher_learning_rate=1e-4, student_learning_rate=2e-4,
@@ -142,11 +143,11 @@ SCALES = {
                       convert_step(STUDENT, "spam"): 1800,
                       convert_step("teacher", "qa"): 2300, "app": 1000,
                       "bench_host": 100}),
-    "tiny": Scale(MINILM, qa_seq_length=64,
-                  qa_export_length=SEQUENCE_LENGTH,  # the app's length
-                  spam_seq_length=32, teacher_qa_steps=3,
-                  teacher_spam_steps=3, student_qa_steps=3,
-                  student_spam_steps=3, finetune_batch_size=4,
+    "tiny": Scale(MINILM, qa_max_seq_length=64, spam_max_seq_length=32,
+                  qa_export_max_seq_length=SEQUENCE_LENGTH,  # the app's L
+                  teacher_qa_steps=3, teacher_spam_steps=3,
+                  student_qa_steps=3, student_spam_steps=3,
+                  finetune_batch_size=4,
                   teacher_learning_rate=1e-4, student_learning_rate=2e-4,
                   recover_steps=2, calibration_examples=8,
                   calibration_samples=4, bench_threads="1", bench_runs=5,
@@ -246,7 +247,8 @@ def build_steps(scale, layout, phone=None):
         "tfmodels.training.finetune", "--task", task_name, "--data_dir",
         task_data[task], "--init_dir", init, "--model_dir",
         layout.finetuned(name), "--vocab_file", VOCAB, "--max_seq_length",
-        scale.qa_seq_length if task == "qa" else scale.spam_seq_length,
+        (scale.qa_max_seq_length if task == "qa"
+         else scale.spam_max_seq_length),
         "--train_steps", steps_, "--batch_size", scale.finetune_batch_size,
         "--learning_rate", lr, "--checkpoint_every", 1000, "--log_every",
         10, *kd), layout.finetuned(name), inputs + data_inputs)
@@ -268,8 +270,8 @@ def build_steps(scale, layout, phone=None):
     scored: MiniLM at L=384 costs minutes per pass over the dev set, and
     its quality is its fine-tuning result (the same windows at L=128)."""
     name = task_step(model, task)
-    length = (scale.qa_export_length if task == "qa"
-              else scale.spam_seq_length)
+    length = (scale.qa_export_max_seq_length if task == "qa"
+              else scale.spam_max_seq_length)
     data = (("--data_dir", task_data[task]) if scored else
             ("--representative_data", _train_file(task_data[task])))
     qat = ("--qat_steps", qat_steps) if qat_steps > 0 else ()
@@ -372,6 +374,24 @@ def expand_force(names):
   return steps
 
 
+# Scale fields renamed since plan.json first recorded them (issue 30: one
+# name for a sequence length): an older demo's plan.json reads as today's.
+RENAMED_SIZES = {"qa_seq_length": "qa_max_seq_length",
+                 "spam_seq_length": "spam_max_seq_length",
+                 "qa_export_length": "qa_export_max_seq_length"}
+
+
+def read_plan(path):
+  """plan.json as a dict, its sizes under today's names; ValueError or
+  OSError if it cannot be read."""
+  with open(path) as f:
+    plan = json.load(f)
+  if isinstance(plan.get("sizes"), dict):
+    plan["sizes"] = {RENAMED_SIZES.get(k, k): v
+                     for k, v in plan["sizes"].items()}
+  return plan
+
+
 def check_plan(layout, scale_name, scale):
   """Refuses an output directory holding a demo of another scale or
   carved student (its finished steps would be skipped); records this
@@ -381,8 +401,7 @@ def check_plan(layout, scale_name, scale):
             STUDENT_RECORD: [str(a) for a in CARVED_STUDENT]}
   if os.path.exists(layout.plan):
     try:
-      with open(layout.plan) as f:
-        old = json.load(f)
+      old = read_plan(layout.plan)
     except (OSError, ValueError) as e:
       raise DemoError(f"--output_dir {layout.out}: unreadable {layout.plan} "
                       f"({e}); delete it or use another --output_dir"

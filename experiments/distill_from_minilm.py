@@ -63,10 +63,10 @@ RESULTS_NAME = "distill_from_minilm"
 
 @dataclasses.dataclass(frozen=True)
 class Scale:
-  pretraining_length: int  # distillation shards
-  qa_length: int  # QA training (WordNet QA windows: at most 85 + question)
-  export_length: int  # the converted QA model's [1, L], timed and scored
-  spam_length: int
+  pretraining_max_seq_length: int  # distillation shards
+  qa_max_seq_length: int  # QA training (WordNet QA windows: <= 85 + question)
+  qa_export_max_seq_length: int  # the converted QA model's L, timed, scored
+  spam_max_seq_length: int
   dupe_factor: int
   batch_size: int  # distillation and pre-training
   finetune_batch_size: int
@@ -195,7 +195,7 @@ def build_steps(layout, scale, models=tuple(MODELS)):
     steps.append(Step(f"data_{split}", python_module(
         "tfmodels.data.create_pretraining_data", "--input_file",
         texts[split], "--vocab_file", VOCAB, "--output_dir", shards[split],
-        "--max_seq_length", scale.pretraining_length, "--dupe_factor",
+        "--max_seq_length", scale.pretraining_max_seq_length, "--dupe_factor",
         scale.dupe_factor if split == "train" else 1, "--random_seed", seed,
         "--overwrite"), layout.path("data", split), data_inputs))
   steps.append(import_step(layout.run("teacher")))
@@ -258,7 +258,7 @@ def build_steps(layout, scale, models=tuple(MODELS)):
           "tfmodels.training.finetune", "--task", task_name, "--data_dir",
           task_dirs[data_dir], "--init_dir", start,
           "--model_dir", output, "--vocab_file", VOCAB, "--max_seq_length",
-          getattr(scale, f"{task}_length"), "--train_steps", steps_,
+          getattr(scale, f"{task}_max_seq_length"), "--train_steps", steps_,
           "--batch_size", scale.finetune_batch_size, "--learning_rate", lr,
           "--checkpoint_every", 100, "--keep_checkpoints", 1,
           "--log_every", 10, *kd), output,
@@ -269,7 +269,8 @@ def build_steps(layout, scale, models=tuple(MODELS)):
         layout.finetuned(model, "qa"), "--data_dir",
         task_dirs["wordnet_qa"], "--output_dir",
         layout.tflite(model), "--name", f"{model}_qa", "--max_seq_length",
-        scale.export_length, "--modes", "int8", "--num_calibration_samples",
+        scale.qa_export_max_seq_length, "--modes", "int8",
+        "--num_calibration_samples",
         scale.calibration_samples, "--overwrite"),
         layout.tflite(model), (layout.finetuned(model, "qa"),) + data_inputs))
     # Kronecker and low-rank factors hold no plain word table.
@@ -455,12 +456,13 @@ def markdown(results, scale, curves=()):
            f"Distillation and the baseline's pre-training "
            f"{scale.distill_steps} steps, KroneckerBERT's "
            f"{scale.kronecker_steps} (batch {scale.batch_size}, L = "
-           f"{scale.pretraining_length}); fine-tuning steps (QA, spam) "
-           + ", ".join(f"{m} {q}, {p}" for m, (q, p) in
+           f"{scale.pretraining_max_seq_length}); fine-tuning steps (QA, "
+           "spam) " + ", ".join(f"{m} {q}, {p}" for m, (q, p) in
                        scale.finetune_steps.items()) +
            f" (batch {scale.finetune_batch_size}, QA at L = "
-           f"{scale.qa_length}); int8 QA models exported, scored and "
-           f"timed (host LiteRT) at [1, {scale.export_length}].", "",
+           f"{scale.qa_max_seq_length}); int8 QA models exported, scored and "
+           "timed (host LiteRT) at "
+           f"[1, {scale.qa_export_max_seq_length}].", "",
            "| model | role | init | norm, activation | encoder params | "
            "QA F1 | QA EM | spam acc | QA F1 int8 | int8 MB | "
            "int8 ms (1 thread) | int8 ms (2) | KD steps | cost |",

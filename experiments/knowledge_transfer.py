@@ -43,7 +43,7 @@ class Scale:
   student_config: str
   kronecker_config: str
   config_overrides: dict  # applied to every config (tiny: short sequences)
-  seq_length: int
+  max_seq_length: int
   dupe_factor: int
   batch_size: int
   teacher_steps: int
@@ -57,11 +57,11 @@ class Scale:
 
 SCALES = {
     "small": Scale("small_ibbert", "small_mobilebert", "kronecker_minilm",
-                   {}, seq_length=128, dupe_factor=3, batch_size=32,
+                   {}, max_seq_length=128, dupe_factor=3, batch_size=32,
                    teacher_steps=1200, student_steps=600, kronecker_steps=300,
                    finetune_steps=250),
     "tiny": Scale("tiny_ibbert", "tiny_mobilebert", "kronecker_minilm",
-                  {"vocab_size": 30522}, seq_length=32, dupe_factor=1,
+                  {"vocab_size": 30522}, max_seq_length=32, dupe_factor=1,
                   batch_size=4, teacher_steps=4, student_steps=8,
                   kronecker_steps=2, finetune_steps=2),
 }
@@ -121,7 +121,7 @@ def build_steps(out, scale, kronecker=True):
         "tfmodels.data.create_pretraining_data", "--input_file",
         os.path.join(DATA, "pretraining", f"{split}.txt.gz"), "--vocab_file",
         VOCAB, "--output_dir", data[split], "--max_seq_length",
-        scale.seq_length, "--dupe_factor",
+        scale.max_seq_length, "--dupe_factor",
         scale.dupe_factor if split == "train" else 1, "--random_seed", seed,
         "--overwrite"), data[split]))
   steps.append(Step("teacher", python_module(
@@ -165,7 +165,7 @@ def build_steps(out, scale, kronecker=True):
       steps.append(Step(f"{model}_{task}", python_module(
           "tfmodels.training.finetune", "--task", task_name, "--data_dir",
           data_dir, "--init_dir", runs(model), "--model_dir", output,
-          "--vocab_file", VOCAB, "--max_seq_length", scale.seq_length,
+          "--vocab_file", VOCAB, "--max_seq_length", scale.max_seq_length,
           "--train_steps", scale.finetune_steps, "--batch_size",
           scale.batch_size, "--learning_rate", lr,
           "--checkpoint_every", 1000, "--log_every", 20, *extra), output,
@@ -227,7 +227,7 @@ def markdown(rows, scale):
   lines = [
       f"Teacher {scale.teacher_steps} steps; each MobileBERT student "
       f"{scale.student_steps} steps; KroneckerBERT {scale.kronecker_steps} "
-      f"KD steps; batch {scale.batch_size}, sequence {scale.seq_length}; "
+      f"KD steps; batch {scale.batch_size}, sequence {scale.max_seq_length}; "
       f"fine-tuning {scale.finetune_steps} steps, learning rate "
       f"{scale.finetune_lr:g} ({scale.pretrained_finetune_lr:g} for MiniLM "
       "and its KroneckerBERT).",

@@ -52,7 +52,7 @@ SPLITS = ("dev", "test")
 @dataclasses.dataclass(frozen=True)
 class Scale:
   pretraining_text: str  # data/pretraining split the shards are cut from
-  seq_length: int  # pre-training and the task
+  max_seq_length: int  # pre-training and the task
   max_predictions: int  # masked tokens per sequence (stage I: half teacher)
   batch_size: int
   stage_one_steps: int
@@ -145,7 +145,8 @@ def build_steps(layout, scale, configs, models=tuple(MODELS)):
     steps.append(Step(f"data_{name}", python_module(
         "tfmodels.data.create_pretraining_data", "--input_file", source,
         *vocab, "--output_dir", layout.shards(name), "--max_seq_length",
-        scale.seq_length, "--max_predictions_per_seq", scale.max_predictions,
+        scale.max_seq_length, "--max_predictions_per_seq",
+        scale.max_predictions,
         "--dupe_factor", 1, "--random_seed",
         7 if name.endswith("heldout") else 12345, "--overwrite"),
         layout.path("data", name)))
@@ -180,7 +181,7 @@ def build_steps(layout, scale, configs, models=tuple(MODELS)):
         "tfmodels.training.finetune", "--task", "intent_slot", "--data_dir",
         TASK_DATA, "--init_dir", layout.run(run), "--model_dir",
         layout.finetuned(model), "--vocab_file", STUDENT_VOCAB,
-        "--max_seq_length", scale.seq_length, "--train_steps",
+        "--max_seq_length", scale.max_seq_length, "--train_steps",
         scale.finetune_steps, "--batch_size", scale.batch_size,
         "--learning_rate", scale.finetune_lr, "--checkpoint_every", 100,
         "--keep_checkpoints", 1, "--log_every", 10), layout.finetuned(model),
@@ -247,7 +248,7 @@ def markdown(results):
   lines = [f"`{results['command']}` on {results['host']}.", "",
            f"Stage I {s['stage_one_steps']} steps from {results['teacher']}, "
            f"stage II and NoKD {s['stage_two_steps']} steps each (batch "
-           f"{s['batch_size']}, L = {s['seq_length']}, data/pretraining "
+           f"{s['batch_size']}, L = {s['max_seq_length']}, data/pretraining "
            f"{s['pretraining_text']}); intent + slot fine-tuning "
            f"{s['finetune_steps']} steps on data/brown_pos (genre = intent, "
            "POS tags = slots). Student: "

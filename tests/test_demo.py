@@ -215,7 +215,21 @@ def test_plan_records_the_student_under_its_name(tmp_path):
   assert (sizes["carved_qa_steps"], sizes["carved_spam_steps"],
           sizes["carved_learning_rate"]) == (250, 40, 2e-4)
   assert not any(k.startswith("student_") for k in sizes)
-  assert sizes["qa_export_length"] == 384  # the app's length
+  assert sizes["qa_export_max_seq_length"] == 384  # the app's length
+
+
+def test_a_plan_with_the_old_length_names_is_the_same_demo(tmp_path):
+  # Sequence lengths are called max_seq_length everywhere now; a demo
+  # whose plan.json has the old names is still this demo, not refused.
+  layout = demo.Layout(str(tmp_path))
+  record = demo.check_plan(layout, "full", demo.SCALES["full"])
+  old_names = {v: k for k, v in demo.RENAMED_SIZES.items()}
+  old = dict(record, sizes={old_names.get(k, k): v
+                            for k, v in record["sizes"].items()})
+  assert "qa_seq_length" in old["sizes"]
+  json.dump(old, open(layout.plan, "w"))
+  assert demo.check_plan(layout, "full", demo.SCALES["full"]) == record
+  assert demo.read_plan(layout.plan)["sizes"] == record["sizes"]
   assert demo.task_step(demo.STUDENT, "qa") == "carved_qa"
   assert demo.convert_step(demo.STUDENT, "spam") == "convert_carved_spam"
 

@@ -171,7 +171,7 @@ def _unwritable(tmp_path):
     ("experiments.latency_benchmark", ["--output_dir={ok}",
                                        "--work_dir={bad}"], "--work_dir"),
     ("experiments.demo_data", ["--output_dir={bad}"], "--output_dir"),
-    ("android_bench.qa_demo.demo_passages", ["--output={bad}"], "--output"),
+    ("android_bench.qa_app.sample_passages", ["--output={bad}"], "--output"),
 ])
 def test_unwritable_output_is_one_line_before_any_work(module, args, flag,
                                                        tmp_path):

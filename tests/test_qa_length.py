@@ -8,11 +8,11 @@ import pathlib
 import re
 import tokenize
 
-from android_bench import qa_demo
+from android_bench import qa_app
 from tfmodels.data import squad
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
-JAVA = (ROOT / "android_bench" / "qa_demo" / "qa-core" / "src" / "main" /
+JAVA = (ROOT / "android_bench" / "qa_app" / "qa-core" / "src" / "main" /
         "java" / "org" / "compactbert" / "qa" / "FeatureBuilder.java")
 PACKAGES = ("tfmodels", "converters", "android_bench", "experiments")
 
@@ -25,9 +25,9 @@ def _java_constant(name):
 
 def test_java_feature_builder_uses_the_python_settings():
   assert _java_constant("DEFAULT_MAX_SEQ_LENGTH") == squad.MAX_SEQ_LENGTH
-  assert _java_constant("DEFAULT_DOC_STRIDE") == qa_demo.DOC_STRIDE
-  assert _java_constant("DEFAULT_MAX_QUERY_LENGTH") == qa_demo.MAX_QUERY_LENGTH
-  assert qa_demo.SEQUENCE_LENGTH == squad.MAX_SEQ_LENGTH
+  assert _java_constant("DEFAULT_DOC_STRIDE") == qa_app.DOC_STRIDE
+  assert _java_constant("DEFAULT_MAX_QUERY_LENGTH") == qa_app.MAX_QUERY_LENGTH
+  assert qa_app.SEQUENCE_LENGTH == squad.MAX_SEQ_LENGTH
 
 
 def _number_literals(path, value):

@@ -6,7 +6,7 @@ demo's hand-made sentences: accents, ß, ligatures, full width,
 superscripts, control characters, U+FFFD, long non-Latin words, CJK, emoji,
 URLs) and on 2,000 seeded lines of characters from many scripts. The Java
 tokenizer is held to the same output through the golden vectors, which the
-QA demo tests regenerate from this tokenizer.
+QA app tests regenerate from this tokenizer.
 """
 
 import itertools
@@ -25,10 +25,10 @@ from conftest import HELDOUT_CORPUS, REPO, VOCAB
 from tfmodels.data.text_io import open_text
 from tfmodels.tokenization import VocabError, WordPieceTokenizer
 
-sys.path.insert(0, os.path.join(REPO, "tests", "fixtures", "qa_demo"))
+sys.path.insert(0, os.path.join(REPO, "tests", "fixtures", "qa_app"))
 from handmade_text import EXTRA_SENTENCES, HANDMADE  # noqa: E402  pylint: disable=wrong-import-position
 
-# The first eight of the QA demo's hand-made sentences (accents, scripts,
+# The first eight of the QA app's hand-made sentences (accents, scripts,
 # numbers, punctuation, control characters, long words), then the edges.
 HARD_LINES = EXTRA_SENTENCES[:8] + ["a" * 120 + " longword", ""]
 

@@ -222,8 +222,8 @@ def _max_context_window(spans, num_pieces):
 
 # BERT's SQuAD length, and the one the Android Task Library's
 # BertQuestionAnswerer feeds ([1, L] with this L): the QA default of convert_tflite,
-# the app (android_bench.qa_demo) and the Java FeatureBuilder (checked equal
-# by tests/test_qa_demo_java.py). The one place the number stands.
+# the app (android_bench.qa_app) and the Java FeatureBuilder (checked equal
+# by tests/test_qa_app_java.py). The one place the number stands.
 MAX_SEQ_LENGTH = 384
 
 

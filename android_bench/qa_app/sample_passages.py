@@ -1,0 +1,86 @@
+"""The app's sample passages, made from the shipped WordNet QA dev set.
+
+The dev contexts are short (a few sentences), so each sample passage joins
+several of them and keeps their questions with the answers moved along; the
+last passages are long enough to need several 384-token windows, to show
+that the app reads a whole passage instead of cutting it off.
+
+    python -m android_bench.qa_app.sample_passages   # rewrites the asset
+
+The asset is JSON: {"source": ..., "passages": [{"title", "passage",
+"questions": [{"question", "answer", "answer_start"}]}]}.
+"""
+
+import json
+import os
+import sys
+
+from absl import app, flags
+
+ASSET = os.path.join(os.path.dirname(os.path.abspath(__file__)), "app", "src",
+                     "main", "assets", "sample_passages.json")
+SOURCE = "data/wordnet_qa/dev.json.gz"
+# (number of passages, dev contexts per passage): short ones, then long ones.
+LAYOUT = ((16, 5), (4, 16))
+
+FLAGS = flags.FLAGS
+
+
+def build_sample_passages(dev_path):
+  """The asset's content (a dict) from a SQuAD-format dev file."""
+  from tfmodels.data import squad
+  examples = squad.read_squad(dev_path).examples
+  passages, used = [], 0
+  for count, size in LAYOUT:
+    for _ in range(count):
+      group = examples[used:used + size]
+      used += size
+      text, questions = "", []
+      for example in group:
+        start = len(text) + example.answer_start
+        assert (text + example.context)[start:start + len(
+            example.answer_text)] == example.answer_text
+        questions.append({"question": example.question,
+                          "answer": example.answer_text,
+                          "answer_start": start})
+        text += example.context + " "
+      passages.append({"title": f"WordNet QA {len(passages) + 1} "
+                                f"({len(text.split())} words)",
+                       "passage": text.rstrip(" "),
+                       "questions": questions})
+  return {"source": SOURCE, "passages": passages}
+
+
+def to_json(content):
+  return json.dumps(content, ensure_ascii=False, indent=1) + "\n"
+
+
+def main(argv):
+  if len(argv) > 1:
+    raise app.UsageError(f"unexpected arguments: {' '.join(argv[1:])}")
+  from tfmodels.data.squad import SquadError
+  from tfmodels.staging import OutputError, lock_until_exit, write_file
+  try:
+    if os.path.isdir(FLAGS.output):
+      raise OutputError(f"--output {FLAGS.output}: is a directory")
+    lock_until_exit(FLAGS.output, "--output")  # writable, one writer
+  except OutputError as e:
+    sys.exit(f"error: {e}")
+  try:
+    content = build_sample_passages(
+        os.path.join(FLAGS.data_dir, "wordnet_qa", "dev.json.gz"))
+  except SquadError as e:
+    sys.exit(f"error: --data_dir {e}")
+  write_file(FLAGS.output, to_json(content))
+  print(f"wrote {FLAGS.output}: {len(content['passages'])} passages")
+
+
+def run():
+  # Flags exist only when run as a command: tests import this module.
+  flags.DEFINE_string("data_dir", "data", "The shipped data directory.")
+  flags.DEFINE_string("output", ASSET, "The JSON asset to write.")
+  app.run(main)
+
+
+if __name__ == "__main__":
+  run()

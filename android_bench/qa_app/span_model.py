@@ -1,0 +1,92 @@
+"""A converted span model on LiteRT's signature runner, tensors by name.
+
+The converter does not promise an input order (a TFLite file may list
+`segment_ids` before `mask`), and a model without metadata gives positions
+only: binding by position is how the official example goes wrong. So the
+inputs `ids`, `mask`, `segment_ids` and outputs `start_logits`, `end_logits`
+are found in the model's signature by name, or the model is refused.
+
+    model = SpanModel("qa.tflite", num_threads=4)
+    start, end = model(ids, mask, segment_ids)   # int32 [L] each -> float32 [L]
+"""
+
+import time
+
+import numpy as np
+
+from android_bench.qa_app import (DEFAULT_THREADS, INPUT_NAMES, OUTPUT_NAMES,
+                                   QaAppError)
+
+
+class SpanModel:
+  """A `.tflite` span model with a fixed `[1, L]` signature.
+
+  Args:
+    model_path: str, the `.tflite` file (e.g. `convert_tflite.py` output).
+    num_threads: int, CPU threads of the interpreter.
+    signature_key: str or None; None takes the model's only signature (or
+      `serving_default` among several).
+  """
+
+  def __init__(self, model_path, num_threads=DEFAULT_THREADS,
+               signature_key=None):
+    from ai_edge_litert.interpreter import Interpreter
+    self.model_path = str(model_path)
+    try:
+      self._interpreter = Interpreter(model_path=self.model_path,
+                                      num_threads=num_threads)
+    except (ValueError, RuntimeError, OSError) as e:
+      first = str(e).strip().splitlines()[0] if str(e).strip() else repr(e)
+      raise QaAppError(f"{model_path}: cannot load the model ({first})"
+                        ) from None
+    signatures = self._interpreter.get_signature_list()
+    self.signature_key = self._pick_signature(signatures, signature_key)
+    found = signatures[self.signature_key]
+    missing = [n for n in INPUT_NAMES if n not in found["inputs"]] + [
+        n for n in OUTPUT_NAMES if n not in found["outputs"]]
+    if missing:
+      raise QaAppError(
+          f"{model_path}: signature {self.signature_key!r} lacks "
+          f"{', '.join(missing)} (it has inputs {sorted(found['inputs'])}, "
+          f"outputs {sorted(found['outputs'])})")
+    self._runner = self._interpreter.get_signature_runner(self.signature_key)
+    details = self._runner.get_input_details()
+    shapes = {n: tuple(int(d) for d in details[n]["shape"])
+              for n in INPUT_NAMES}
+    if len(set(shapes.values())) != 1 or len(shapes["ids"]) != 2 or (
+        shapes["ids"][0] != 1):
+      raise QaAppError(
+          f"{model_path}: inputs must all be [1, L], got {shapes}")
+    for name in INPUT_NAMES:
+      if details[name]["dtype"] != np.int32:
+        raise QaAppError(f"{model_path}: input {name} is "
+                          f"{np.dtype(details[name]['dtype']).name}, not int32")
+    self.sequence_length = shapes["ids"][1]
+    self.last_latency_s = None
+
+  def _pick_signature(self, signatures, key):
+    if not signatures:
+      raise QaAppError(
+          f"{self.model_path}: the model has no signature; convert it with "
+          f"named inputs {', '.join(INPUT_NAMES)}")
+    if key is not None:
+      if key not in signatures:
+        raise QaAppError(f"{self.model_path}: no signature {key!r} "
+                          f"(it has {sorted(signatures)})")
+      return key
+    if len(signatures) == 1:
+      return next(iter(signatures))
+    if "serving_default" in signatures:
+      return "serving_default"
+    raise QaAppError(f"{self.model_path}: several signatures "
+                      f"{sorted(signatures)}; name one")
+
+  def __call__(self, ids, mask, segment_ids):
+    """One window: int arrays [L] -> (start_logits, end_logits) float32 [L]."""
+    feed = {name: np.asarray(value, np.int32).reshape(1, -1)
+            for name, value in zip(INPUT_NAMES, (ids, mask, segment_ids))}
+    begin = time.perf_counter()
+    out = self._runner(**feed)
+    self.last_latency_s = time.perf_counter() - begin
+    return (np.asarray(out["start_logits"], np.float32).reshape(-1),
+            np.asarray(out["end_logits"], np.float32).reshape(-1))
