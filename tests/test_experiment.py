@@ -88,3 +88,29 @@ def test_layout_names_the_shared_kinds_of_directory():
   assert layout.shards("train") == "/o/data/train/shards"
   assert layout.finetuned("teacher", "qa") == "/o/finetune/teacher_qa"
   assert layout.finetuned("student") == "/o/finetune/student"
+
+
+@pytest.mark.parametrize("module", [
+    "demo", "distill_from_minilm", "mixed_vocab_student",
+    "knowledge_transfer", "latency_benchmark"])
+def test_every_experiment_command_stands_on_the_skeleton(module):
+  """Its flags come from define_flags, its options extend
+  experiment.Options, its command line is checked by check_command_line and
+  its errors and Ctrl-C end it through one_line_errors (run_command, or
+  directly: the demo, whose results are its report step), so the common
+  flags, errors and Ctrl-C mean the same in each. Read from the source: the
+  commands define flags when imported, and several define the same ones."""
+  import ast
+  import pathlib
+  path = pathlib.Path(experiment.__file__).with_name(module + ".py")
+  tree = ast.parse(path.read_text())
+  calls = {f"{n.func.value.id}.{n.func.attr}" for n in ast.walk(tree)
+           if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute)
+           and isinstance(n.func.value, ast.Name)}
+  bases = {f"{b.value.id}.{b.attr}" for n in ast.walk(tree)
+           if isinstance(n, ast.ClassDef) for b in n.bases
+           if isinstance(b, ast.Attribute) and isinstance(b.value, ast.Name)}
+  assert "experiment.define_flags" in calls
+  assert ("experiment.run_command" in calls or {
+      "experiment.check_command_line", "experiment.one_line_errors"} <= calls)
+  assert "experiment.Options" in bases
