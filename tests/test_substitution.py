@@ -180,14 +180,16 @@ def test_gate_measures_against_the_original_model(bert_classifier, tmp_path):
   model before substitution, and the report keeps both drops."""
   model_dir, data = bert_classifier
   out = tmp_path / "gated"
-  # NoNorms fitted on 4 examples only: the substituted model loses a dev
-  # example (1.67 points) that TFLite float32 then reproduces exactly.
+  # NoNorms fitted on one example only: the substituted model loses several
+  # dev examples (5 of 60 when measured, 8.3 points; with 4 examples it
+  # lost one or gained one, too close to 1.0 to test the gate), and TFLite
+  # float32 then reproduces it exactly.
   result = tiny_models.run_converter(
       "--model_dir", model_dir, "--task", "spam", "--data_dir", data,
       "--output_dir", out, "--name", "spam", "--modes", "float32",
       "--max_seq_length", tiny_models.SEQ_LENGTH,
       "--vocab_file", tiny_models.VOCAB,
-      "--substitute", "layernorm=nonorm,gelu=relu", "--num_fit_samples", 4,
+      "--substitute", "layernorm=nonorm,gelu=relu", "--num_fit_samples", 1,
       "--max_metric_drop", 1.0)
   assert result.returncode != 0
   lines = [l for l in result.stderr.splitlines() if l.strip()]
