@@ -66,10 +66,11 @@ def define_flags(output_dir, *, default_output_dir=None, scales=None,
     flags.DEFINE_list("force", [], force)
 
 
-@dataclasses.dataclass(frozen=True)
+@dataclasses.dataclass(frozen=True, kw_only=True)
 class Options:
-  """The common flags' values; an experiment's options extend it (its own
-  fields need defaults; `with_defaults` gives the flags' ones)."""
+  """The common flags' values; an experiment's options extend it (keyword
+  only, so its own fields need no defaults: `from_flags` fills them, and
+  `with_defaults` gives the flags' defaults)."""
   output_dir: str | None = None
   force: tuple = ()
   jobs: int = 1  # without --jobs: one step at a time

@@ -111,27 +111,26 @@ class BenchmarkOptions(experiment.Options):
   means); `main` builds it with `command_options.from_flags`, other callers
   with `command_options.with_defaults(BenchmarkOptions, **values)`.
   The outputs go straight to --output_dir (no --results_dir)."""
-  work_dir: str | None = None
-  models: tuple = ()
-  variants: tuple = ()
-  modes: tuple = ()
-  cells: tuple = ()
-  threads: tuple = ()
-  max_seq_length: int = 128
-  num_runs: int = 20
-  min_secs: float = 1.0
-  warmup_runs: int = 2
-  repeats: int = 3
-  calibration_data: str = ""
-  num_calibration_samples: int = 16
-  vocab_file: str = ""
-  adb: bool = False
-  benchmark_binary: str | None = None
-  serial: str | None = None
-  cpu_mask: str | None = None
-  fold_nonorm: bool = True
-  peer_config: str = "mobilebert"
-  overwrite: bool = False
+  work_dir: str | None
+  models: tuple
+  variants: tuple
+  modes: tuple
+  cells: tuple
+  threads: tuple
+  max_seq_length: int
+  num_runs: int
+  min_secs: float
+  warmup_runs: int
+  repeats: int
+  calibration_data: str
+  num_calibration_samples: int
+  vocab_file: str
+  adb: bool
+  benchmark_binary: str | None
+  serial: str | None
+  cpu_mask: str | None
+  fold_nonorm: bool
+  peer_config: str  # --overwrite: experiment.Options.overwrite
 
 
 class BenchmarkError(ValueError):
