@@ -24,57 +24,52 @@ import sys
 
 from absl import app, flags, logging
 
-from tfmodels.command_options import from_flags
+from tfmodels.command_options import (define_flags, from_flags, option,
+                                      redefault)
 from tfmodels.flag_checks import nonfinite_float_flag
 from tfmodels.sigterm import exit_on_sigterm
 from tfmodels.training.run_flags import (RunOptions, check_run_flags,
-                                         define_run_flags,
                                          optimizer_from_options,
                                          set_precision)
 
 FLAGS = flags.FLAGS
-flags.DEFINE_string("task", None, "Task: a GLUE name (cola, sst-2, mrpc, "
-                    "sts-b, qqp, mnli, qnli, rte, wnli), spam, squad, tagging "
-                    "or intent_slot (see the module docstring).")
-flags.DEFINE_string("data_dir", None, "Directory of the task's files.")
-flags.DEFINE_string("init_dir", None, "Run or model directory to start from.")
-flags.DEFINE_string("teacher_dir", None, "Fine-tuned teacher for task-stage "
-                    "KD (see the module docstring).")
-flags.DEFINE_enum("task_kd", "all", ["all", "transfer", "hidden",
-                                      "prediction"],
-                  "With --teacher_dir: `all` matches the teacher's "
-                  "embedding output, attention scores and hidden states "
-                  "besides its soft logits (KroneckerBERT's eq. 14); "
-                  "`transfer` every layer's feature maps and attention "
-                  "distributions by MobileBERT's eqs. 2 and 3 besides its "
-                  "soft logits; `hidden` the feature maps (eq. 2) and soft "
-                  "logits, for a student with other heads (a carved one); "
-                  "`prediction` only its soft logits (plus the task loss in "
-                  "all four). The student must match the teacher in what "
-                  "the mode compares.")
-flags.DEFINE_string("model_dir", None, "Checkpoints, summaries, results.")
-flags.DEFINE_string("vocab_file", "data/vocab/uncased_vocab.txt", "vocab.txt")
-flags.DEFINE_integer("max_seq_length", 128, "Tokens per example.")
-define_run_flags(train_steps=500, learning_rate=5e-5, optimizer="adamw")
-flags.DEFINE_float("warmup_fraction", 0.1, "Share of steps warming up "
-                   "(overrides --warmup_steps when > 0).")
-for _name in ("task", "data_dir", "init_dir", "model_dir"):
-  flags.mark_flag_as_required(_name)
+TASK_KD_MODES = ("all", "transfer", "hidden", "prediction")
 
 
-@dataclasses.dataclass(frozen=True)
+@dataclasses.dataclass(frozen=True, kw_only=True)
 class FinetuneOptions(RunOptions):
-  """The command line, one field per flag (the shared ones from
+  """The command line, one option per flag (the shared ones from
   `RunOptions`); `main` builds it with `command_options.from_flags`."""
-  task: str
-  data_dir: str
-  init_dir: str
-  teacher_dir: str | None
-  task_kd: str
-  model_dir: str
-  vocab_file: str
-  max_seq_length: int
-  warmup_fraction: float
+  train_steps: int = redefault(RunOptions, "train_steps", 500)
+  learning_rate: float = redefault(RunOptions, "learning_rate", 5e-5)
+  optimizer: str = redefault(RunOptions, "optimizer", "adamw")
+  task: str = option(None, "Task: a GLUE name (cola, sst-2, mrpc, sts-b, "
+                     "qqp, mnli, qnli, rte, wnli), spam, squad, tagging or "
+                     "intent_slot (see the module docstring).", required=True)
+  data_dir: str = option(None, "Directory of the task's files.",
+                         required=True)
+  init_dir: str = option(None, "Run or model directory to start from.",
+                         required=True)
+  teacher_dir: str | None = option(None, "Fine-tuned teacher for task-stage "
+                                   "KD (see the module docstring).")
+  task_kd: str = option(
+      "all", "With --teacher_dir: `all` matches the teacher's embedding "
+      "output, attention scores and hidden states besides its soft logits "
+      "(KroneckerBERT's eq. 14); `transfer` every layer's feature maps and "
+      "attention distributions by MobileBERT's eqs. 2 and 3 besides its "
+      "soft logits; `hidden` the feature maps (eq. 2) and soft logits, for a "
+      "student with other heads (a carved one); `prediction` only its soft "
+      "logits (plus the task loss in all four). The student must match the "
+      "teacher in what the mode compares.", choices=TASK_KD_MODES)
+  model_dir: str = option(None, "Checkpoints, summaries, results.",
+                          required=True)
+  vocab_file: str = option("data/vocab/uncased_vocab.txt", "vocab.txt")
+  max_seq_length: int = option(128, "Tokens per example.")
+  warmup_fraction: float = option(0.1, "Share of steps warming up "
+                                  "(overrides --warmup_steps when > 0).")
+
+
+define_flags(FinetuneOptions)
 
 
 def main(argv):

@@ -1,7 +1,7 @@
 """The flags every training command shares (steps, batch, optimizer, runs).
 
-Each command calls `define_run_flags` with its own defaults, then defines
-what is particular to it, so `pretrain`, `distill` and `finetune` read the
+Each command's options inherit `RunOptions` (with its own defaults) and
+add what is particular to it, so `pretrain`, `distill` and `finetune` read the
 same way on the command line. `check_run_flags` checks their values (and
 the command's own ranges) before any work: a zero interval or a negative
 rate would otherwise fail mid-run, after checkpoints were written; so is
@@ -9,9 +9,9 @@ rate would otherwise fail mid-run, after checkpoints were written; so is
 first, by the command's `main` (`tfmodels.flag_checks`), so the ranges
 below compare numbers.
 
-A command's `main` reads the flags once into its options, a frozen
-dataclass that inherits `RunOptions` (the shared flags) and adds its own,
-and passes that down: nothing here reads absl's FLAGS.
+A command's `main` reads the flags once into its options
+(`tfmodels.command_options`) and passes that down: nothing here reads
+absl's FLAGS.
 
     options = from_flags(PretrainOptions)
     error = nonfinite_float_flag(FLAGS) or check_run_flags(options)
@@ -19,53 +19,39 @@ and passes that down: nothing here reads absl's FLAGS.
 
 import dataclasses
 
-from absl import flags
-
+from tfmodels.command_options import option
 from tfmodels.training.loop import STRATEGIES
 from tfmodels.training.optimization import OPTIMIZERS
 
 
-def define_run_flags(train_steps, learning_rate, optimizer="lamb"):
-  flags.DEFINE_integer("train_steps", train_steps, "Total optimizer steps.")
-  flags.DEFINE_integer("batch_size", 32, "Global batch size.")
-  flags.DEFINE_enum("optimizer", optimizer, list(OPTIMIZERS), "Optimizer.")
-  flags.DEFINE_float("learning_rate", learning_rate, "Peak learning rate.")
-  flags.DEFINE_integer("warmup_steps", 0, "Linear warm-up steps.")
-  flags.DEFINE_float("weight_decay", 0.01,
-                     "Weight decay (not on norm / bias variables).")
-  flags.DEFINE_float("clip_norm", 1.0, "Global-norm clipping; 0 disables.")
-  flags.DEFINE_integer("checkpoint_every", 100, "Steps between checkpoints.")
-  flags.DEFINE_integer("keep_checkpoints", 3, "Checkpoints kept (newest).")
-  flags.DEFINE_integer("log_every", 10, "Steps between summaries.")
-  flags.DEFINE_enum("distribution_strategy", "one_device", list(STRATEGIES),
-                    "tf.distribute strategy.")
-  flags.DEFINE_integer("seed", 0, "Seed for initialisation and shuffling.")
-  flags.DEFINE_enum("mixed_precision", "none", list(PRECISIONS),
-                    "Keras precision policy: layers compute in float16 "
-                    "(with dynamic loss scaling) or bfloat16, variables and "
-                    "losses stay float32.")
-
-
-@dataclasses.dataclass(frozen=True)
-class RunOptions:
-  """The shared flags (`define_run_flags`), one field each; a command's
-  options inherit it."""
-  train_steps: int
-  batch_size: int
-  optimizer: str
-  learning_rate: float
-  warmup_steps: int
-  weight_decay: float
-  clip_norm: float
-  checkpoint_every: int
-  keep_checkpoints: int
-  log_every: int
-  distribution_strategy: str
-  seed: int
-  mixed_precision: str
-
-
 PRECISIONS = ("none", "mixed_float16", "mixed_bfloat16")
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class RunOptions:
+  """The shared flags, one option each; a command's options inherit it and
+  give `train_steps`, `learning_rate` and `optimizer` its own defaults
+  (`command_options.redefault`)."""
+  train_steps: int = option(1000, "Total optimizer steps.")
+  batch_size: int = option(32, "Global batch size.")
+  optimizer: str = option("lamb", "Optimizer.", choices=OPTIMIZERS)
+  learning_rate: float = option(1e-3, "Peak learning rate.")
+  warmup_steps: int = option(0, "Linear warm-up steps.")
+  weight_decay: float = option(
+      0.01, "Weight decay (not on norm / bias variables).")
+  clip_norm: float = option(1.0, "Global-norm clipping; 0 disables.")
+  checkpoint_every: int = option(100, "Steps between checkpoints.")
+  keep_checkpoints: int = option(3, "Checkpoints kept (newest).")
+  log_every: int = option(10, "Steps between summaries.")
+  distribution_strategy: str = option("one_device", "tf.distribute strategy.",
+                                      choices=STRATEGIES)
+  seed: int = option(0, "Seed for initialisation and shuffling.")
+  mixed_precision: str = option(
+      "none", "Keras precision policy: layers compute in float16 (with "
+      "dynamic loss scaling) or bfloat16, variables and losses stay "
+      "float32.", choices=PRECISIONS)
+
+
 # flag -> (lowest, highest or None): the shared flags' allowed values.
 RUN_FLAG_RANGES = {
     "train_steps": (1, None), "batch_size": (1, None),
