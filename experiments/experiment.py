@@ -3,11 +3,14 @@ write, and how a run ends (one definition, so the experiments cannot drift
 apart in what --force means, what a failed step leaves, or how the results
 are written).
 
-    define_flags("Runs and scores.", scales=SCALES, results="x.{json,md}")
-
-    @dataclasses.dataclass(frozen=True)
+    @dataclasses.dataclass(frozen=True, kw_only=True)
     class XOptions(Options):
-      scale: str = "full"
+      output_dir: str = output_dir_option("Runs and scores.")
+      results_dir: str = results_dir_option("x.{json,md}")
+      scale: str = scale_option(SCALES)
+      force: tuple = force_option()
+
+    define_flags(XOptions)                           # tfmodels.command_options
 
     def run_experiment(options, out, results):   # takes no flags
       steps = build_steps(Layout(out), SCALES[options.scale])
@@ -28,49 +31,50 @@ import json
 import os
 import sys
 
-from absl import flags
-
 from experiments.pipeline import (StepError, check_force, check_output_dir,
                                   run_steps, sole_writer)
+from tfmodels.command_options import option
 from tfmodels.staging import OutputError, OutputFiles
 
 FORCE_HELP = "Step names to re-run even if done."
-# The flags `define_flags` defines belong to the experiment that calls it
-# (listed in its --helpshort, like the flags it defines itself).
-flags.disclaim_key_flags()
 
 
-def define_flags(output_dir, *, default_output_dir=None, scales=None,
-                 results=None, jobs=None, force=FORCE_HELP):
-  """Defines the flags the experiments have in common.
+# The options the experiments have in common, declared here once: an
+# experiment's options take the ones it has as fields made by these.
+def output_dir_option(help, default=None):  # pylint: disable=redefined-builtin
+  """--output_dir, with the experiment's `help` (and `default`)."""
+  return option(default, help)
 
-  `output_dir` and `force` are their flags' help (`force` None: no
-  --force); `scales`, the module's SCALES, gives --scale (its first the
-  default); `results`, the names of the files --results_dir takes (e.g.
-  "x.{json,md}"), gives --results_dir (default experiments/results, where
-  they are committed); `jobs`, the default of --jobs. A flag not defined
-  leaves its option at the `Options` default.
-  """
+
+def results_dir_option(results):
+  """--results_dir (default experiments/results, where they are
+  committed); `results` names the files it takes, e.g. "x.{json,md}"."""
   from experiments.paths import REPO
-  flags.DEFINE_string("output_dir", default_output_dir, output_dir)
-  if results:
-    flags.DEFINE_string("results_dir", os.path.join(REPO, "experiments",
-                                                    "results"),
-                        f"Where {results} go.")
-  if scales:
-    flags.DEFINE_enum("scale", next(iter(scales)), list(scales),
-                      "Experiment size.")
-  if jobs:
-    flags.DEFINE_integer("jobs", jobs, "Steps run side by side.")
-  if force:
-    flags.DEFINE_list("force", [], force)
+  return option(os.path.join(REPO, "experiments", "results"),
+                f"Where {results} go.")
+
+
+def scale_option(scales):
+  """--scale: one of the experiment's SCALES, its first the default."""
+  return option(next(iter(scales)), "Experiment size.", choices=scales)
+
+
+def jobs_option(default):
+  """--jobs with the experiment's default."""
+  return option(default, "Steps run side by side.")
+
+
+def force_option(help=FORCE_HELP):  # pylint: disable=redefined-builtin
+  """--force: the step (or stage) names to re-run."""
+  return option((), help)
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class Options:
-  """The common flags' values; an experiment's options extend it (keyword
-  only, so its own fields need no defaults: `from_flags` fills them, and
-  `with_defaults` gives the flags' defaults)."""
+  """What every experiment's run reads; an experiment's options extend it
+  (keyword only), redeclaring those of its common options it has as flags
+  (`output_dir_option`, `results_dir_option`, `scale_option`,
+  `jobs_option`, `force_option`) beside its own `option`s."""
   output_dir: str | None = None
   force: tuple = ()
   jobs: int = 1  # without --jobs: one step at a time
