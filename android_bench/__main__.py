@@ -28,112 +28,83 @@ import sys
 
 from absl import app, flags
 
-from tfmodels.command_options import from_flags
+from tfmodels.command_options import define_flags, from_flags, option
 from tfmodels.flag_checks import refuse_nonfinite_floats
 
 FLAGS = flags.FLAGS
-# Where the device is.
-flags.DEFINE_string("adb", "adb", "The adb client binary.")
-flags.DEFINE_integer("adb_server_port", None, "adb server port (adb -P); "
-                     "default: $ANDROID_ADB_SERVER_PORT or 5037.")
-flags.DEFINE_string("serial", None, "Device serial when several are attached.")
-# run
-flags.DEFINE_enum("target", "adb", ["adb", "host"], "Where to run.")
-flags.DEFINE_string("benchmark_binary", None, "LiteRT benchmark_model built "
-                    "for the device (required for --target adb; optional for "
-                    "host, where it runs beside the ai_edge_litert runner).")
-flags.DEFINE_list("threads", ["4"], "Thread counts (--num_threads).")
-flags.DEFINE_list("delegates", ["xnnpack"], "Any of xnnpack, gpu, nnapi, "
-                  "none (plain CPU kernels).")
-flags.DEFINE_integer("repeats", 1, "Times to measure every configuration.")
-flags.DEFINE_integer("warmup_runs", 1, "benchmark_model --warmup_runs.")
-flags.DEFINE_integer("num_runs", 50, "benchmark_model --num_runs.")
-flags.DEFINE_float("min_secs", None, "benchmark_model --min_secs.")
-flags.DEFINE_float("max_secs", None, "benchmark_model --max_secs.")
-flags.DEFINE_string("cpu_mask", None, "Pin with taskset: a hex mask (f0) or "
-                    "'big' (cores faster than the slowest cluster).")
-flags.DEFINE_float("timeout", 600.0, "Seconds before one cell is abandoned.")
-flags.DEFINE_float("reconnect_wait", 10.0, "Seconds to wait for a device "
-                   "that dropped off before skipping the remaining cells.")
-flags.DEFINE_float("cool_below_c", None, "Before each cell, wait until the "
-                   "hottest thermal zone is below this (degrees C) and the "
-                   "thermal status below --throttled_status; a cell that "
-                   "starts or ends hotter is marked throttled. Default: no "
-                   "waiting (the status alone marks cells).")
-flags.DEFINE_integer("throttled_status", 1, "Android thermal service status "
-                     "from which a device counts as throttled (1 light, 2 "
-                     "moderate, 3 severe, 4 critical, 5 emergency, 6 "
-                     "shutdown).")
-flags.DEFINE_float("cool_timeout_s", 300.0, "Longest wait for --cool_below_c "
-                   "before one cell; the cell then runs anyway, marked "
-                   "throttled.")
-flags.DEFINE_float("cool_poll_s", 5.0, "Seconds between thermal reads while "
-                   "waiting to cool.")
-flags.DEFINE_bool("op_profiling", False, "--enable_op_profiling=true.")
-flags.DEFINE_bool("peak_memory", False,
-                  "--report_peak_memory_footprint=true.")
-flags.DEFINE_string("benchmark_args", "", "More benchmark_model flags, e.g. "
-                    "'--input_layer_value_range=ids,0,30521'.")
-flags.DEFINE_bool("auto_value_ranges", True, "Give integer inputs that "
-                  "index a table (ids, segment_ids) their valid range, and "
-                  "a mask 0..1 (--input_layer*), unless --benchmark_args "
-                  "sets --input_layer flags.")
-flags.DEFINE_bool("keep", False, "Leave the pushed files on the device.")
-flags.DEFINE_string("remote_dir", "/data/local/tmp", "Device directory.")
-flags.DEFINE_string("results_dir", "bench_results", "Where run JSONs go.")
-flags.DEFINE_string("name", None, "A label for the run in reports.")
-flags.DEFINE_bool("plot", True, "run: write a PNG beside the JSON.")
-# parse / report / devices
-flags.DEFINE_bool("json", False, "parse, devices: print JSON.")
-flags.DEFINE_bool("compare", False, "report: compare exactly two runs.")
-flags.DEFINE_string("output", None, "report: directory for report.md and the "
-                    "PNG plots.")
-flags.DEFINE_bool("overwrite", False, "report: replace an existing --output.")
-
 COMMANDS = ("devices", "run", "parse", "report")
 
 
-@dataclasses.dataclass(frozen=True)
+@dataclasses.dataclass(frozen=True, kw_only=True)
 class BenchOptions:
-  """The command line, one field per flag (the flags' help says what each
-  means; a subcommand reads the ones it uses). `main` builds it with
-  `command_options.from_flags`, other callers with
-  `command_options.with_defaults(BenchOptions, **values)`."""
+  """The command line, one option per flag (a subcommand reads the ones it
+  uses). `main` builds it with `command_options.from_flags`, other callers
+  with `command_options.with_defaults(BenchOptions, **values)`."""
   # Where the device is.
-  adb: str
-  adb_server_port: int | None
-  serial: str | None
+  adb: str = option("adb", "The adb client binary.")
+  adb_server_port: int | None = option(
+      None, "adb server port (adb -P); default: $ANDROID_ADB_SERVER_PORT or "
+      "5037.")
+  serial: str | None = option(None, "Device serial when several are "
+                              "attached.")
   # run
-  target: str
-  benchmark_binary: str | None
-  threads: tuple  # thread counts, as given (strings)
-  delegates: tuple
-  repeats: int
-  warmup_runs: int
-  num_runs: int
-  min_secs: float | None
-  max_secs: float | None
-  cpu_mask: str | None
-  timeout: float
-  reconnect_wait: float
-  cool_below_c: float | None
-  throttled_status: int
-  cool_timeout_s: float
-  cool_poll_s: float
-  op_profiling: bool
-  peak_memory: bool
-  benchmark_args: str
-  auto_value_ranges: bool
-  keep: bool
-  remote_dir: str
-  results_dir: str
-  name: str | None
-  plot: bool
+  target: str = option("adb", "Where to run.", choices=("adb", "host"))
+  benchmark_binary: str | None = option(
+      None, "LiteRT benchmark_model built for the device (required for "
+      "--target adb; optional for host, where it runs beside the "
+      "ai_edge_litert runner).")
+  # Thread counts as given (strings): `_settings` makes them integers.
+  threads: tuple = option(("4",), "Thread counts (--num_threads).")
+  delegates: tuple = option(("xnnpack",), "Any of xnnpack, gpu, nnapi, "
+                            "none (plain CPU kernels).")
+  repeats: int = option(1, "Times to measure every configuration.")
+  warmup_runs: int = option(1, "benchmark_model --warmup_runs.")
+  num_runs: int = option(50, "benchmark_model --num_runs.")
+  min_secs: float | None = option(None, "benchmark_model --min_secs.")
+  max_secs: float | None = option(None, "benchmark_model --max_secs.")
+  cpu_mask: str | None = option(None, "Pin with taskset: a hex mask (f0) or "
+                                "'big' (cores faster than the slowest "
+                                "cluster).")
+  timeout: float = option(600.0, "Seconds before one cell is abandoned.")
+  reconnect_wait: float = option(10.0, "Seconds to wait for a device that "
+                                 "dropped off before skipping the remaining "
+                                 "cells.")
+  cool_below_c: float | None = option(
+      None, "Before each cell, wait until the hottest thermal zone is below "
+      "this (degrees C) and the thermal status below --throttled_status; a "
+      "cell that starts or ends hotter is marked throttled. Default: no "
+      "waiting (the status alone marks cells).")
+  throttled_status: int = option(
+      1, "Android thermal service status from which a device counts as "
+      "throttled (1 light, 2 moderate, 3 severe, 4 critical, 5 emergency, 6 "
+      "shutdown).")
+  cool_timeout_s: float = option(300.0, "Longest wait for --cool_below_c "
+                                 "before one cell; the cell then runs "
+                                 "anyway, marked throttled.")
+  cool_poll_s: float = option(5.0, "Seconds between thermal reads while "
+                              "waiting to cool.")
+  op_profiling: bool = option(False, "--enable_op_profiling=true.")
+  peak_memory: bool = option(False, "--report_peak_memory_footprint=true.")
+  benchmark_args: str = option("", "More benchmark_model flags, e.g. "
+                               "'--input_layer_value_range=ids,0,30521'.")
+  auto_value_ranges: bool = option(
+      True, "Give integer inputs that index a table (ids, segment_ids) "
+      "their valid range, and a mask 0..1 (--input_layer*), unless "
+      "--benchmark_args sets --input_layer flags.")
+  keep: bool = option(False, "Leave the pushed files on the device.")
+  remote_dir: str = option("/data/local/tmp", "Device directory.")
+  results_dir: str = option("bench_results", "Where run JSONs go.")
+  name: str | None = option(None, "A label for the run in reports.")
+  plot: bool = option(True, "run: write a PNG beside the JSON.")
   # parse / report / devices
-  json: bool
-  compare: bool
-  output: str | None
-  overwrite: bool
+  json: bool = option(False, "parse, devices: print JSON.")
+  compare: bool = option(False, "report: compare exactly two runs.")
+  output: str | None = option(None, "report: directory for report.md and "
+                              "the PNG plots.")
+  overwrite: bool = option(False, "report: replace an existing --output.")
+
+
+define_flags(BenchOptions)
 
 
 def _fail(message):

@@ -37,62 +37,46 @@ import time
 from absl import app, flags
 
 from converters.delegates import delegate_coverage
-from tfmodels.command_options import from_flags
+from tfmodels.command_options import define_flags, from_flags, option
 from tfmodels.flag_checks import nonfinite_float_flag
 
 FLAGS = flags.FLAGS
-flags.DEFINE_string("graph", "", "The .tflite model to benchmark.")
-flags.DEFINE_integer("num_threads", -1, "Threads of the CPU kernels and "
-                     "XNNPACK (-1: the runtime's choice).")
-flags.DEFINE_integer("num_runs", 50, "Minimum number of regular runs.")
-flags.DEFINE_float("min_secs", 1.0, "Minimum seconds of regular runs.")
-flags.DEFINE_float("max_secs", 150.0, "Stop runs after this many seconds.")
-flags.DEFINE_integer("warmup_runs", 1, "Minimum number of warm-up runs.")
-flags.DEFINE_float("warmup_min_secs", 0.5, "Minimum seconds of warm-up.")
-flags.DEFINE_float("run_delay", -1.0, "Seconds to sleep between runs.")
-flags.DEFINE_bool("use_xnnpack", True, "Apply the XNNPACK delegate.")
-flags.DEFINE_bool("use_gpu", False, "GPU delegate (not on the host).")
-flags.DEFINE_bool("use_nnapi", False, "NNAPI delegate (not on the host).")
-flags.DEFINE_bool("enable_op_profiling", False, "Not supported on the host.")
-flags.DEFINE_bool("report_peak_memory_footprint", False,
-                  "Sample the RSS periodically and report its peak.")
-flags.DEFINE_integer("memory_footprint_check_interval_ms", 50,
-                     "Sampling period of the peak memory monitor.")
-flags.DEFINE_string("input_layer", "", "Every input's name, comma-separated, "
-                    "in the interpreter's order (matched by position).")
-flags.DEFINE_string("input_layer_shape", "", "Their shapes, e.g. "
-                    "1,128:1,128:1,128.")
-flags.DEFINE_string("input_layer_value_range", "", "name,low,high[:...] "
-                    "inclusive integer ranges; names from --input_layer.")
-flags.DEFINE_bool("verbose", False, "Print every parameter.")
-
 _XNNPACK = "TfLiteXNNPackDelegate"
 
 
-@dataclasses.dataclass(frozen=True)
+@dataclasses.dataclass(frozen=True, kw_only=True)
 class BenchmarkOptions:
-  """The tool's known flags, one field per flag (the flags' help says what
-  each means). `main` parses them and builds this with
-  `command_options.from_flags`; other callers use
+  """The tool's known flags, one option per flag. `main` parses them and
+  builds this with `command_options.from_flags`; other callers use
   `command_options.with_defaults(BenchmarkOptions, **values)`."""
-  graph: str
-  num_threads: int
-  num_runs: int
-  min_secs: float
-  max_secs: float
-  warmup_runs: int
-  warmup_min_secs: float
-  run_delay: float
-  use_xnnpack: bool
-  use_gpu: bool
-  use_nnapi: bool
-  enable_op_profiling: bool
-  report_peak_memory_footprint: bool
-  memory_footprint_check_interval_ms: int
-  input_layer: str
-  input_layer_shape: str
-  input_layer_value_range: str
-  verbose: bool
+  graph: str = option("", "The .tflite model to benchmark.")
+  num_threads: int = option(-1, "Threads of the CPU kernels and XNNPACK "
+                            "(-1: the runtime's choice).")
+  num_runs: int = option(50, "Minimum number of regular runs.")
+  min_secs: float = option(1.0, "Minimum seconds of regular runs.")
+  max_secs: float = option(150.0, "Stop runs after this many seconds.")
+  warmup_runs: int = option(1, "Minimum number of warm-up runs.")
+  warmup_min_secs: float = option(0.5, "Minimum seconds of warm-up.")
+  run_delay: float = option(-1.0, "Seconds to sleep between runs.")
+  use_xnnpack: bool = option(True, "Apply the XNNPACK delegate.")
+  use_gpu: bool = option(False, "GPU delegate (not on the host).")
+  use_nnapi: bool = option(False, "NNAPI delegate (not on the host).")
+  enable_op_profiling: bool = option(False, "Not supported on the host.")
+  report_peak_memory_footprint: bool = option(
+      False, "Sample the RSS periodically and report its peak.")
+  memory_footprint_check_interval_ms: int = option(
+      50, "Sampling period of the peak memory monitor.")
+  input_layer: str = option("", "Every input's name, comma-separated, in "
+                            "the interpreter's order (matched by position).")
+  input_layer_shape: str = option("", "Their shapes, e.g. "
+                                  "1,128:1,128:1,128.")
+  input_layer_value_range: str = option(
+      "", "name,low,high[:...] inclusive integer ranges; names from "
+      "--input_layer.")
+  verbose: bool = option(False, "Print every parameter.")
+
+
+define_flags(BenchmarkOptions)
 
 
 def log(message):
@@ -253,11 +237,42 @@ def _run_loop(interpreter, inputs, details, min_runs, min_secs, max_secs,
   return stat
 
 
+class _Failure(Exception):
+  """Ends the run with the tool's `ERROR: <message>` line and status 1."""
+
+
 def benchmark(options, unconsumed=()):
   """Runs the benchmark `options` (a BenchmarkOptions) describe; returns the
   exit status. `unconsumed`: the command line's unknown flags, logged."""
-  import numpy as np
-  start_rss = max_rss_mb()
+  import numpy  # pylint: disable=unused-import
+  start_rss = max_rss_mb()  # after numpy: the memory deltas leave it out
+  _log_parameters(options, unconsumed)
+  try:
+    _check_supported(options)
+    monitor = _start_monitor(options)
+    from ai_edge_litert import interpreter as litert
+    init_begin = time.perf_counter()
+    model = _read_model(options.graph)
+    interpreter, layers = _interpreter(litert, model, options)
+    _log_delegation(interpreter)
+    init_us = round((time.perf_counter() - init_begin) * 1e6)
+    init_rss = max_rss_mb()
+    log(f"The input model file size (MB): {fmt(len(model) / 1e6)}")
+    log(f"Initialized session in {fmt(init_us / 1e3)}ms.")
+    warmup, regular = _measure(interpreter, layers, options)
+  except _Failure as e:
+    print(f"ERROR: {e}", file=sys.stderr)
+    return 1
+  first = warmup.values[0] if warmup.values else 0
+  log(f"Inference timings in us: Init: {init_us}, First inference: {first}, "
+      f"Warmup (avg): {fmt(warmup.avg())}, Inference (avg): "
+      f"{fmt(regular.avg())}")
+  _log_memory(start_rss, init_rss, monitor)
+  return 0
+
+
+def _log_parameters(options, unconsumed):
+  """The tool's banner: the parameters it runs with."""
   log("STARTING!")
   log(f"Log parameter values verbosely: [{int(options.verbose)}]")
   log(f"Min num runs: [{options.num_runs}]")
@@ -271,34 +286,47 @@ def benchmark(options, unconsumed=()):
     log("Report the peak memory footprint: [1]")
   if unconsumed:
     log(f"Unconsumed cmdline flags: {' '.join(unconsumed)}")
+
+
+def _check_supported(options):
+  """Refuses a run without --graph or with a delegate the host lacks; op
+  profiling only draws a warning (the timings are still whole-model)."""
   if not options.graph:
-    print("ERROR: Please specify the name of your TF Lite input file with "
-          "--graph", file=sys.stderr)
-    return 1
+    raise _Failure("Please specify the name of your TF Lite input file with "
+                   "--graph")
   for flag, name in (("use_gpu", "GPU"), ("use_nnapi", "NNAPI")):
     if getattr(options, flag):
-      print(f"ERROR: the {name} delegate is not available in the "
-            f"ai_edge_litert host runner (Android only).", file=sys.stderr)
-      return 1
+      raise _Failure(f"the {name} delegate is not available in the "
+                     f"ai_edge_litert host runner (Android only).")
   if options.enable_op_profiling:
     print("WARNING: op profiling is not available in the ai_edge_litert host "
           "runner; timings are whole-model only.", file=sys.stderr)
-  monitor = None
-  if options.report_peak_memory_footprint:
-    monitor = PeakMemoryMonitor(
-        options.memory_footprint_check_interval_ms / 1e3)
-    monitor.start()
 
-  from ai_edge_litert import interpreter as litert
-  init_begin = time.perf_counter()
+
+def _start_monitor(options):
+  """The running peak memory monitor with --report_peak_memory_footprint,
+  else None."""
+  if not options.report_peak_memory_footprint:
+    return None
+  monitor = PeakMemoryMonitor(options.memory_footprint_check_interval_ms / 1e3)
+  monitor.start()
+  return monitor
+
+
+def _read_model(path):
   try:
-    with open(options.graph, "rb") as f:
+    with open(path, "rb") as f:
       model = f.read()
   except OSError as e:
-    print(f"ERROR: Could not load model {options.graph}: {e.strerror}",
-          file=sys.stderr)
-    return 1
-  log(f"Loaded model {options.graph}")
+    raise _Failure(f"Could not load model {path}: {e.strerror}") from e
+  log(f"Loaded model {path}")
+  return model
+
+
+def _interpreter(litert, model, options):
+  """(interpreter, input layers or None): `model` loaded with or without
+  the default XNNPACK delegate, its inputs resized to --input_layer_shape,
+  its tensors allocated."""
   resolver = (litert.OpResolverType.AUTO if options.use_xnnpack else
               litert.OpResolverType.BUILTIN_WITHOUT_DEFAULT_DELEGATES)
   try:
@@ -309,8 +337,7 @@ def benchmark(options, unconsumed=()):
     try:
       layers = input_layer_info(options, len(details))
     except ValueError as e:
-      print(f"ERROR: {e}", file=sys.stderr)
-      return 1
+      raise _Failure(str(e)) from e
     for i, (detail, (name, shape, _)) in enumerate(zip(details, layers or [])):
       if name != detail["name"]:
         print(f"WARN: Tensor # {i} is named {detail['name']} but flags call "
@@ -318,9 +345,12 @@ def benchmark(options, unconsumed=()):
       interpreter.resize_tensor_input(detail["index"], shape)
     interpreter.allocate_tensors()
   except (ValueError, RuntimeError) as e:
-    print(f"ERROR: Failed to initialize the interpreter: {e}", file=sys.stderr)
-    return 1
-  details = interpreter.get_input_details()
+    raise _Failure(f"Failed to initialize the interpreter: {e}") from e
+  return interpreter, layers
+
+
+def _log_delegation(interpreter):
+  """The tool's lines on the nodes the XNNPACK delegate took, if any."""
   replaced, total, partitions = delegate_coverage(interpreter)
   if replaced:
     log(f"Replacing {replaced} out of {total} node(s) with delegate "
@@ -330,11 +360,12 @@ def benchmark(options, unconsumed=()):
         "partially"
     log(f"Explicitly applied XNNPACK delegate, and the model graph will be "
         f"{kind} executed by the delegate.")
-  init_us = round((time.perf_counter() - init_begin) * 1e6)
-  init_rss = max_rss_mb()
-  log(f"The input model file size (MB): {fmt(len(model) / 1e6)}")
-  log(f"Initialized session in {fmt(init_us / 1e3)}ms.")
 
+
+def _measure(interpreter, layers, options):
+  """(warm-up, regular) Stats of the runs on the tool's random inputs."""
+  import numpy as np
+  details = interpreter.get_input_details()
   ranges = [r for _, _, r in layers] if layers else [None] * len(details)
   inputs = random_inputs(details, ranges, np.random.default_rng(0))
   try:
@@ -344,12 +375,13 @@ def benchmark(options, unconsumed=()):
     regular = _run_loop(interpreter, inputs, details, options.num_runs,
                         options.min_secs, options.max_secs, options.run_delay)
   except (ValueError, RuntimeError) as e:
-    print(f"ERROR: Failed to invoke the interpreter: {e}", file=sys.stderr)
-    return 1
-  first = warmup.values[0] if warmup.values else 0
-  log(f"Inference timings in us: Init: {init_us}, First inference: {first}, "
-      f"Warmup (avg): {fmt(warmup.avg())}, Inference (avg): "
-      f"{fmt(regular.avg())}")
+    raise _Failure(f"Failed to invoke the interpreter: {e}") from e
+  return warmup, regular
+
+
+def _log_memory(start_rss, init_rss, monitor):
+  """The tool's memory lines: growth of the max RSS since start, and the
+  monitor's peak when it ran."""
   log("Note: as the benchmark tool itself affects memory footprint, the "
       "following is only APPROXIMATE to the actual memory footprint of the "
       "model at runtime. Take the information at your discretion.")
@@ -360,7 +392,6 @@ def benchmark(options, unconsumed=()):
     monitor.stop()
     log(f"Overall peak memory footprint (MB) via periodic monitoring: "
         f"{fmt(monitor.peak_bytes / 2**20)}")
-  return 0
 
 
 def main(argv=None):

@@ -290,95 +290,127 @@ def parse_output(text):
     stripped = message.strip()
     if level in ("ERROR", "FATAL") or stripped.startswith(("ERROR:", "Error")):
       result["errors"].append(stripped)
-    match = _REPLACING.search(stripped)
-    if match:
-      result["delegates"].append({
-          "delegate": match.group(3), "replaced_nodes": int(match.group(1)),
-          "total_nodes": int(match.group(2)),
-          "partitions": int(match.group(4)),
-          "subgraph": int(match.group(5)) if match.group(5) else None})
+    if _delegation_line(stripped, result):  # anywhere in the line
       continue
     if in_memory_status:
-      match = _MEMORY_STATUS_ITEM.match(stripped)
-      if match:
-        result["memory"].setdefault("status_mb", {})[
-            match.group(1).strip()] = _number(match.group(2))
+      if _memory_status_item(stripped, result):
         continue
       in_memory_status = False
-    if profile.feed(message):
-      continue
-    if not stripped:
+    if profile.feed(message) or not stripped:
       continue
     if _STAT.match(stripped):
       stats.append(parse_stat(stripped))
-      continue
-    match = _SUMMARY.match(stripped)
-    if match:
-      result["summary"] = dict(zip(
-          ("init_us", "first_inference_us", "warmup_avg_us",
-           "inference_avg_us"), (_number(g) for g in match.groups())))
-      continue
-    match = _OLD_SUMMARY.match(stripped)
-    if match:
-      warmup, init, inference = (_number(g) for g in match.groups())
-      result["summary"] = {"init_us": init, "first_inference_us": None,
-                           "warmup_avg_us": warmup,
-                           "inference_avg_us": inference}
-      continue
-    match = _MEMORY_DELTA.match(stripped)
-    if match:
-      result["memory"]["init_mb"] = _number(match.group(1))
-      result["memory"]["overall_mb"] = _number(match.group(2))
-      continue
-    match = _PEAK.match(stripped)
-    if match:
-      result["memory"]["peak_mb"] = _number(match.group(1))
-      continue
-    if _MEMORY_STATUS.match(stripped):
+    elif _MEMORY_STATUS.match(stripped):  # its items follow
       in_memory_status = True
-      continue
-    match = _MODEL_SIZE.match(stripped)
+    elif not _fact_line(stripped, result) and not _KNOWN.match(stripped):
+      result["unparsed"].append(raw_line.rstrip("\r\n"))
+  _place_stats(stats, result)
+  result["op_profile"] = profile.sections
+  result["complete"] = result["summary"] is not None
+  return result
+
+
+def _delegation_line(line, result):
+  """True if `line` says how many nodes a delegate took (into
+  result["delegates"])."""
+  match = _REPLACING.search(line)
+  if match:
+    result["delegates"].append({
+        "delegate": match.group(3), "replaced_nodes": int(match.group(1)),
+        "total_nodes": int(match.group(2)),
+        "partitions": int(match.group(4)),
+        "subgraph": int(match.group(5)) if match.group(5) else None})
+  return bool(match)
+
+
+def _memory_status_item(line, result):
+  """True if `line` is an item of the "Memory status at the end of
+  execution" block (into result["memory"]["status_mb"])."""
+  match = _MEMORY_STATUS_ITEM.match(line)
+  if match:
+    result["memory"].setdefault("status_mb", {})[
+        match.group(1).strip()] = _number(match.group(2))
+  return bool(match)
+
+
+# The lines that state one fact each: what each sets in the result.
+def _summary(match, result):
+  result["summary"] = dict(zip(
+      ("init_us", "first_inference_us", "warmup_avg_us", "inference_avg_us"),
+      (_number(g) for g in match.groups())))
+
+
+def _old_summary(match, result):
+  warmup, init, inference = (_number(g) for g in match.groups())
+  result["summary"] = {"init_us": init, "first_inference_us": None,
+                       "warmup_avg_us": warmup, "inference_avg_us": inference}
+
+
+def _memory_delta(match, result):
+  result["memory"]["init_mb"] = _number(match.group(1))
+  result["memory"]["overall_mb"] = _number(match.group(2))
+
+
+def _peak(match, result):
+  result["memory"]["peak_mb"] = _number(match.group(1))
+
+
+def _model_size(match, result):
+  result["model_size_mb"] = _number(match.group(1))
+
+
+def _init_session(match, result):
+  result["init_ms"] = _number(match.group(1))
+
+
+def _running(match, result):
+  result["runs"].append({"min_runs": int(match.group(1)),
+                         "min_secs": _number(match.group(2)),
+                         "max_secs": match.group(3) and _number(
+                             match.group(3))})
+
+
+def _loaded(match, result):
+  result["model_path"] = match.group(1).strip()
+
+
+def _created_delegate(match, result):
+  result["delegates_created"].append(match.group(1) or match.group(2))
+
+
+def _param(match, result):
+  result["params"][match.group(1)] = match.group(2)
+  if match.group(1) == "Graph" and not result["model_path"]:
+    result["model_path"] = match.group(2)
+
+
+# In this order: a parameter line (`Name: [value]`) is the catch-all.
+_FACTS = ((_SUMMARY, _summary), (_OLD_SUMMARY, _old_summary),
+          (_MEMORY_DELTA, _memory_delta), (_PEAK, _peak),
+          (_MODEL_SIZE, _model_size), (_INIT_SESSION, _init_session),
+          (_RUNNING, _running), (_LOADED, _loaded),
+          (_CREATED_DELEGATE, _created_delegate), (_PARAM, _param))
+
+
+def _fact_line(line, result):
+  """True if `line` states one of the `_FACTS` (set into `result`)."""
+  for pattern, record in _FACTS:
+    match = pattern.match(line)
     if match:
-      result["model_size_mb"] = _number(match.group(1))
-      continue
-    match = _INIT_SESSION.match(stripped)
-    if match:
-      result["init_ms"] = _number(match.group(1))
-      continue
-    match = _RUNNING.match(stripped)
-    if match:
-      result["runs"].append({"min_runs": int(match.group(1)),
-                             "min_secs": _number(match.group(2)),
-                             "max_secs": match.group(3) and _number(
-                                 match.group(3))})
-      continue
-    match = _LOADED.match(stripped)
-    if match:
-      result["model_path"] = match.group(1).strip()
-      continue
-    match = _CREATED_DELEGATE.match(stripped)
-    if match:
-      result["delegates_created"].append(match.group(1) or match.group(2))
-      continue
-    match = _PARAM.match(stripped)
-    if match:
-      result["params"][match.group(1)] = match.group(2)
-      if match.group(1) == "Graph" and not result["model_path"]:
-        result["model_path"] = match.group(2)
-      continue
-    if _KNOWN.match(stripped):
-      continue
-    result["unparsed"].append(raw_line.rstrip("\r\n"))
-  # The tool measures warm-up first, then the regular runs, each with one
-  # `count=` line. A single one is the warm-up of a run cut short (the
-  # tool's banner is there but no summary), else a trimmed paste of the
-  # regular runs' line.
+      record(match, result)
+      return True
+  return False
+
+
+def _place_stats(stats, result):
+  """The `count=` lines as result["warmup"] and result["timings"]: the
+  tool measures warm-up first, then the regular runs, each with one such
+  line. A single one is the warm-up of a run cut short (the tool's banner
+  is there but no summary), else a trimmed paste of the regular runs'
+  line."""
   if len(stats) > 1:
     result["warmup"], result["timings"] = stats[0], stats[-1]
   elif stats and result["runs"] and result["summary"] is None:
     result["warmup"] = stats[0]
   elif stats:
     result["timings"] = stats[0]
-  result["op_profile"] = profile.sections
-  result["complete"] = result["summary"] is not None
-  return result

@@ -95,7 +95,6 @@ import dataclasses, importlib, sys
 from absl import flags
 from tfmodels.command_options import flag_spec, option_fields
 FLAGS = flags.FLAGS
-KINDS = {"BooleanFlag": "bool", "EnumFlag": "enum"}
 problems, checked = [], 0
 for name in sys.argv[1:]:
   before = set(FLAGS)
@@ -117,11 +116,13 @@ for name in sys.argv[1:]:
     if not specs:
       problems.append(f"{name}: --{flag_name} is no option field")
       continue
-    kind = {"BooleanFlag": "bool", "EnumFlag": "enum", "ListFlag": "list",
-            "FloatFlag": "float", "IntegerFlag": "integer"}.get(
-                type(flag).__name__, "string")
-    default = tuple(flag.default) if isinstance(flag.default, list)         else flag.default
-    if not any(k == kind and d == default and flag.help.startswith(h)
+    kind = {"bool": "bool", "int": "integer", "float": "float",
+            "comma separated list of strings": "list",
+            "string enum": "enum"}.get(flag.flag_type(), "string")
+    default = (tuple(flag.default) if isinstance(flag.default, list)
+               else flag.default)
+    help = flag.help.split(": ", 1)[-1] if kind == "enum" else flag.help
+    if not any(k == kind and d == default and help.startswith(h)
                for k, d, h in specs):
       problems.append(f"{name}: --{flag_name} ({kind}, {default!r}) is "
                       f"none of its fields {sorted(specs)}")
@@ -130,8 +131,7 @@ for name in sys.argv[1:]:
     delattr(FLAGS, flag_name)
 print(checked)
 if problems:
-  sys.exit("
-".join(problems))
+  sys.exit("\n".join(problems))
 """
 
 

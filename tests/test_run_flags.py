@@ -4,6 +4,7 @@ written (before, `--checkpoint_every 0` failed mid-run with a
 ZeroDivisionError and `distill --alpha -3` only when its stage started)."""
 
 import os
+import re
 import subprocess
 import sys
 
@@ -88,13 +89,17 @@ def test_every_command_with_float_flags_checks_them():
   """A float flag is checked by `tfmodels.flag_checks` (directly, or
   through run_flags.check_run_flags) in every module that defines one."""
   from test_import_direction import product_modules
-  unchecked = []
+  float_option = re.compile(
+      r":\s*float(\s*\|\s*None)?\s*=\s*(option|redefault)\(|\(RunOptions\)")
+  unchecked, with_floats = [], []
   for module, path in product_modules().items():
     with open(path, encoding="utf-8") as f:
       text = f.read()
-    if "DEFINE_float(" in text and not any(
-        check in text for check in ("nonfinite_float_flag",
-                                    "refuse_nonfinite_floats",
-                                    "check_run_flags")):
-      unchecked.append(module)
+    if float_option.search(text):
+      with_floats.append(module)
+      if not any(check in text for check in ("nonfinite_float_flag",
+                                             "refuse_nonfinite_floats",
+                                             "check_run_flags")):
+        unchecked.append(module)
   assert unchecked == []
+  assert len(with_floats) >= 8, with_floats  # the search finds them

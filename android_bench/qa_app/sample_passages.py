@@ -11,11 +11,14 @@ The asset is JSON: {"source": ..., "passages": [{"title", "passage",
 "questions": [{"question", "answer", "answer_start"}]}]}.
 """
 
+import dataclasses
 import json
 import os
 import sys
 
 from absl import app, flags
+
+from tfmodels.command_options import define_flags, from_flags, option
 
 ASSET = os.path.join(os.path.dirname(os.path.abspath(__file__)), "app", "src",
                      "main", "assets", "sample_passages.json")
@@ -24,6 +27,20 @@ SOURCE = "data/wordnet_qa/dev.json.gz"
 LAYOUT = ((16, 5), (4, 16))
 
 FLAGS = flags.FLAGS
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class SamplePassagesOptions:
+  """The command line, one option per flag; `main` builds it with
+  `command_options.from_flags`."""
+  data_dir: str = option("data", "The shipped data directory.")
+  output: str = option(ASSET, "The JSON asset to write.")
+
+
+def define_command_flags():
+  """Defines the flags, when run as a command only: tests import this
+  module beside commands with a --data_dir or an --output of their own."""
+  define_flags(SamplePassagesOptions)
 
 
 def build_sample_passages(dev_path):
@@ -58,27 +75,26 @@ def to_json(content):
 def main(argv):
   if len(argv) > 1:
     raise app.UsageError(f"unexpected arguments: {' '.join(argv[1:])}")
+  options = from_flags(SamplePassagesOptions, FLAGS)
   from tfmodels.data.squad import SquadError
   from tfmodels.staging import OutputError, lock_until_exit, write_file
   try:
-    if os.path.isdir(FLAGS.output):
-      raise OutputError(f"--output {FLAGS.output}: is a directory")
-    lock_until_exit(FLAGS.output, "--output")  # writable, one writer
+    if os.path.isdir(options.output):
+      raise OutputError(f"--output {options.output}: is a directory")
+    lock_until_exit(options.output, "--output")  # writable, one writer
   except OutputError as e:
     sys.exit(f"error: {e}")
   try:
     content = build_sample_passages(
-        os.path.join(FLAGS.data_dir, "wordnet_qa", "dev.json.gz"))
+        os.path.join(options.data_dir, "wordnet_qa", "dev.json.gz"))
   except SquadError as e:
     sys.exit(f"error: --data_dir {e}")
-  write_file(FLAGS.output, to_json(content))
-  print(f"wrote {FLAGS.output}: {len(content['passages'])} passages")
+  write_file(options.output, to_json(content))
+  print(f"wrote {options.output}: {len(content['passages'])} passages")
 
 
 def run():
-  # Flags exist only when run as a command: tests import this module.
-  flags.DEFINE_string("data_dir", "data", "The shipped data directory.")
-  flags.DEFINE_string("output", ASSET, "The JSON asset to write.")
+  define_command_flags()
   app.run(main)
 
 
