@@ -23,14 +23,14 @@ import json
 import os
 import sys
 
-from absl import app, flags
+from absl import app
 
 from experiments import experiment
 from experiments.paths import DATA, VOCAB
 from experiments.pipeline import Step, python_module
 from experiments.real_teacher import MINILM, import_step
 from experiments.result_files import read_json
-from tfmodels.command_options import from_flags
+from tfmodels.command_options import define_flags, from_flags, option
 from tfmodels.sigterm import exit_on_sigterm
 from tfmodels.staging import write_file
 
@@ -67,28 +67,35 @@ SCALES = {
 }
 
 
-experiment.define_flags("Where runs and results go.", scales=SCALES)
-flags.DEFINE_bool("kronecker", True, "Also the KroneckerBERT-from-MiniLM part.")
 STEP_FLAGS = ("teacher_steps", "student_steps", "kronecker_steps",
               "finetune_steps")
-for _field in STEP_FLAGS:
-  flags.DEFINE_integer(_field, None, f"Override the scale's {_field}.")
 
 
-@dataclasses.dataclass(frozen=True)
+@dataclasses.dataclass(frozen=True, kw_only=True)
 class Options(experiment.Options):
-  scale: str = "small"
-  kronecker: bool = True
-  teacher_steps: int | None = None  # None: the scale's
-  student_steps: int | None = None
-  kronecker_steps: int | None = None
-  finetune_steps: int | None = None
+  output_dir: str | None = experiment.output_dir_option(
+      "Where runs and results go.")
+  scale: str = experiment.scale_option(SCALES)
+  force: tuple = experiment.force_option()
+  kronecker: bool = option(True, "Also the KroneckerBERT-from-MiniLM part.")
+  # The step counts (STEP_FLAGS); None: the scale's.
+  teacher_steps: int | None = option(None, "Override the scale's "
+                                     "teacher_steps.")
+  student_steps: int | None = option(None, "Override the scale's "
+                                     "student_steps.")
+  kronecker_steps: int | None = option(None, "Override the scale's "
+                                       "kronecker_steps.")
+  finetune_steps: int | None = option(None, "Override the scale's "
+                                      "finetune_steps.")
 
   def sized_scale(self):
     """The scale with the step counts the options override."""
     return dataclasses.replace(SCALES[self.scale], **{
         f: getattr(self, f) for f in STEP_FLAGS
         if getattr(self, f) is not None})
+
+
+define_flags(Options)
 
 
 def _write_configs(scale, directory):

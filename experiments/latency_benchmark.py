@@ -56,81 +56,70 @@ from converters.quantize import calibrated
 from experiments import experiment
 from experiments.latency_report import (MODES, PEER, VARIANTS, markdown,
                                          plot)
-from tfmodels.command_options import from_flags
+from tfmodels.command_options import define_flags, from_flags, option
 from tfmodels.flag_checks import nonfinite_float_flag
 from tfmodels.sigterm import exit_on_sigterm
 from tfmodels.staging import temporary_directory, write_file
 
 FLAGS = flags.FLAGS
-experiment.define_flags("Where benchmark.json / .md / .png go.", force=None)
-flags.DEFINE_string("work_dir", None, "Cache of SavedModels, .tflite files "
-                    "and timing runs (default: a temporary directory).")
-flags.DEFINE_list("models", ["bert_base", "mobilebert", "mobilebert_tiny",
-                             "peer_mobilebert"],
-                  "Config names (tfmodels/configs) and/or peer_mobilebert.")
-flags.DEFINE_list("variants", ["layernorm_gelu", "layernorm_relu",
-                               "nonorm_gelu", "nonorm_relu"],
-                  "Table 7 variants.")
-flags.DEFINE_list("modes", ["float32", "dynamic", "int8"], "Any of "
-                  f"{', '.join(MODES)} (int8 is the XNNPACK "
-                  "recipe, int8_standard the converter's own output).")
-flags.DEFINE_list("cells", ["*/*/*"], "Keep only the model/variant/mode "
-                  "combinations matching one of these patterns (fnmatch), "
-                  "e.g. mobilebert/*/*,bert_base/layernorm_gelu/*.")
-flags.DEFINE_list("threads", ["1", "2", "4"], "LiteRT thread counts.")
-flags.DEFINE_integer("max_seq_length", 128, "L of the [1, L] inputs.")
-flags.DEFINE_integer("num_runs", 20, "Timed runs per cell (at least).")
-flags.DEFINE_float("min_secs", 1.0, "Seconds of timed runs per cell (at "
-                   "least).")
-flags.DEFINE_integer("warmup_runs", 2, "Warm-up runs per cell.")
-flags.DEFINE_integer("repeats", 3, "Times each cell is measured.")
-flags.DEFINE_string("calibration_data", "data/pretraining/heldout.txt.gz",
-                    "Real text for int8 calibration (one sentence a line).")
-flags.DEFINE_integer("num_calibration_samples", 16, "Calibration sentences.")
-flags.DEFINE_string("vocab_file", "data/vocab/uncased_vocab.txt",
-                    "WordPiece vocab for the calibration text.")
-flags.DEFINE_bool("adb", False, "Also time on the attached phone through "
-                  "android_bench's adb harness (needs --benchmark_binary).")
-flags.DEFINE_string("benchmark_binary", None, "LiteRT benchmark_model for "
-                    "the phone's ABI.")
-flags.DEFINE_string("serial", None, "adb device serial.")
-flags.DEFINE_string("cpu_mask", None, "Pin the phone's runs (hex mask or "
-                    "'big').")
-flags.DEFINE_bool("fold_nonorm", True, "Fold our models' NoNorms into "
-                  "their neighbours before export, as convert_tflite does.")
-flags.DEFINE_string("peer_config", "mobilebert", "Config whose sizes the "
-                    "peer MobileBERTEncoder takes.")
-flags.DEFINE_bool("overwrite", False, "Replace existing outputs.")
-
 OUTPUTS = ("benchmark.json", "benchmark.md", "benchmark.png")
 
 
-@dataclasses.dataclass(frozen=True)
+@dataclasses.dataclass(frozen=True, kw_only=True)
 class BenchmarkOptions(experiment.Options):
-  """The command line, one field per flag (the flags' help says what each
-  means); `main` builds it with `command_options.from_flags`, other callers
-  with `command_options.with_defaults(BenchmarkOptions, **values)`.
-  The outputs go straight to --output_dir (no --results_dir)."""
-  work_dir: str | None
-  models: tuple
-  variants: tuple
-  modes: tuple
-  cells: tuple
-  threads: tuple
-  max_seq_length: int
-  num_runs: int
-  min_secs: float
-  warmup_runs: int
-  repeats: int
-  calibration_data: str
-  num_calibration_samples: int
-  vocab_file: str
-  adb: bool
-  benchmark_binary: str | None
-  serial: str | None
-  cpu_mask: str | None
-  fold_nonorm: bool
-  peer_config: str  # --overwrite: experiment.Options.overwrite
+  """The command line, one option per flag; `main` builds it with
+  `command_options.from_flags`, other callers with
+  `command_options.with_defaults(BenchmarkOptions, **values)`.
+  The outputs go straight to --output_dir (no --results_dir, no --force)."""
+  output_dir: str | None = experiment.output_dir_option(
+      "Where benchmark.json / .md / .png go.")
+  work_dir: str | None = option(None, "Cache of SavedModels, .tflite files "
+                                "and timing runs (default: a temporary "
+                                "directory).")
+  models: tuple = option(("bert_base", "mobilebert", "mobilebert_tiny",
+                          "peer_mobilebert"),
+                         "Config names (tfmodels/configs) and/or "
+                         "peer_mobilebert.")
+  variants: tuple = option(("layernorm_gelu", "layernorm_relu",
+                            "nonorm_gelu", "nonorm_relu"),
+                           "Table 7 variants.")
+  modes: tuple = option(("float32", "dynamic", "int8"),
+                        f"Any of {', '.join(MODES)} (int8 is the XNNPACK "
+                        "recipe, int8_standard the converter's own output).")
+  cells: tuple = option(("*/*/*",), "Keep only the model/variant/mode "
+                        "combinations matching one of these patterns "
+                        "(fnmatch), e.g. mobilebert/*/*,bert_base/"
+                        "layernorm_gelu/*.")
+  threads: tuple = option(("1", "2", "4"), "LiteRT thread counts.")
+  max_seq_length: int = option(128, "L of the [1, L] inputs.")
+  num_runs: int = option(20, "Timed runs per cell (at least).")
+  min_secs: float = option(1.0, "Seconds of timed runs per cell (at "
+                           "least).")
+  warmup_runs: int = option(2, "Warm-up runs per cell.")
+  repeats: int = option(3, "Times each cell is measured.")
+  calibration_data: str = option("data/pretraining/heldout.txt.gz",
+                                 "Real text for int8 calibration (one "
+                                 "sentence a line).")
+  num_calibration_samples: int = option(16, "Calibration sentences.")
+  vocab_file: str = option("data/vocab/uncased_vocab.txt",
+                           "WordPiece vocab for the calibration text.")
+  adb: bool = option(False, "Also time on the attached phone through "
+                     "android_bench's adb harness (needs "
+                     "--benchmark_binary).")
+  benchmark_binary: str | None = option(None, "LiteRT benchmark_model for "
+                                        "the phone's ABI.")
+  serial: str | None = option(None, "adb device serial.")
+  cpu_mask: str | None = option(None, "Pin the phone's runs (hex mask or "
+                                "'big').")
+  fold_nonorm: bool = option(True, "Fold our models' NoNorms into their "
+                             "neighbours before export, as convert_tflite "
+                             "does.")
+  peer_config: str = option("mobilebert", "Config whose sizes the peer "
+                            "MobileBERTEncoder takes.")
+  overwrite: bool = option(False, "Replace existing outputs.")
+
+
+define_flags(BenchmarkOptions)
 
 
 class BenchmarkError(ValueError):

@@ -29,7 +29,7 @@ from absl import app, flags
 import numpy as np
 
 from experiments.paths import DATA, VOCAB
-from tfmodels.command_options import from_flags
+from tfmodels.command_options import define_flags, from_flags, option
 
 WORD = re.compile(r"[\w'-]+")
 # Function words never answer a WordNet QA question; in the definition
@@ -114,15 +114,20 @@ def word_table(model_dir, rank=0):
   return table
 
 
-@dataclasses.dataclass(frozen=True)
+@dataclasses.dataclass(frozen=True, kw_only=True)
 class ProbeOptions:
-  """The command's flags (`_define_flags` says what each is)."""
-  model_dir: str | None = None
-  data_dir: str = os.path.join(DATA, "wordnet_qa")
-  split: str = "dev"
-  vocab_file: str | None = None
-  rank: int = 0
-  output: str | None = None
+  """The command's options, each its flag (`define_command_flags`)."""
+  model_dir: str | None = option(None, "A model or run directory.")
+  data_dir: str = option(os.path.join(DATA, "wordnet_qa"),
+                         "WordNet QA (SQuAD v1.1 JSON, as `finetune --task "
+                         "squad` reads it).")
+  split: str = option("dev", "The split probed.")
+  vocab_file: str | None = option(
+      None, "The model's vocab.txt (default: the one its task.json records, "
+      "else the shipped uncased one); refused unless it is the recorded one.")
+  rank: int = option(0, "Truncate the table to this rank first (0: as it "
+                     "is).")
+  output: str | None = option(None, "Also write the figures here (JSON).")
 
 
 def run_probe(options):
@@ -167,28 +172,14 @@ def main(argv):
   run_probe(from_flags(ProbeOptions))
 
 
-def _define_flags(flag_values=flags.FLAGS):
-  defaults = ProbeOptions()
-  flags.DEFINE_string("model_dir", None, "A model or run directory.",
-                      flag_values=flag_values)
-  flags.DEFINE_string("data_dir", defaults.data_dir,
-                      "WordNet QA (SQuAD v1.1 JSON, as `finetune --task "
-                      "squad` reads it).", flag_values=flag_values)
-  flags.DEFINE_string("split", defaults.split, "The split probed.",
-                      flag_values=flag_values)
-  flags.DEFINE_string("vocab_file", None, "The model's vocab.txt (default: "
-                      "the one its task.json records, else the shipped "
-                      "uncased one); refused unless it is the recorded one.",
-                      flag_values=flag_values)
-  flags.DEFINE_integer("rank", defaults.rank, "Truncate the table to this "
-                       "rank first (0: as it is).", flag_values=flag_values)
-  flags.DEFINE_string("output", None, "Also write the figures here (JSON).",
-                      flag_values=flag_values)
+def define_command_flags(flag_values=flags.FLAGS):
+  """The flags of `ProbeOptions`, defined only when the module runs as a
+  command: tests import it, and its flags would clash with others'."""
+  define_flags(ProbeOptions, flag_values)
 
 
 def run():
-  # Flags exist only when run as a command: tests import this module.
-  _define_flags()
+  define_command_flags()
   app.run(main)
 
 

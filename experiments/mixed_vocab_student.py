@@ -31,14 +31,14 @@ project; a re-run skips finished steps and a killed one resumes.
 import dataclasses
 import os
 
-from absl import app, flags
+from absl import app
 
 from experiments import experiment
 from experiments.result_files import read_history, read_json
 from experiments.paths import DATA, VOCAB
 from experiments.pipeline import Step, python_module
 from experiments.real_teacher import MINILM, MINILM_LABEL
-from tfmodels.command_options import from_flags
+from tfmodels.command_options import define_flags, from_flags, option
 from tfmodels.sigterm import exit_on_sigterm
 from tfmodels.staging import write_file
 
@@ -80,20 +80,22 @@ MODELS = {
 }
 
 
-flags.DEFINE_enum("student", "snips_l6_h192",
-                  ["snips_l6_h96", "snips_l6_h192", "snips_l6_h256"],
-                  "The student's shape (the paper's Table 2 rows).")
-flags.DEFINE_bool("nokd", True, "Also train and score the NoKD baseline "
-                  "(the paper's comparison; doubles stage II and the task).")
-experiment.define_flags("Data, runs and scores.", scales=SCALES,
-                        results=f"{RESULTS_NAME}.{{json,md}}")
-
-
-@dataclasses.dataclass(frozen=True)
+@dataclasses.dataclass(frozen=True, kw_only=True)
 class Options(experiment.Options):
-  scale: str = "full"
-  student: str = "snips_l6_h192"
-  nokd: bool = True
+  output_dir: str | None = experiment.output_dir_option(
+      "Data, runs and scores.")
+  results_dir: str = experiment.results_dir_option(
+      f"{RESULTS_NAME}.{{json,md}}")
+  scale: str = experiment.scale_option(SCALES)
+  force: tuple = experiment.force_option()
+  student: str = option("snips_l6_h192", "The student's shape (the paper's "
+                        "Table 2 rows).", choices=(
+                            "snips_l6_h96", "snips_l6_h192", "snips_l6_h256"))
+  nokd: bool = option(True, "Also train and score the NoKD baseline (the "
+                      "paper's comparison; doubles stage II and the task).")
+
+
+define_flags(Options)
 
 
 class Layout(experiment.Layout):

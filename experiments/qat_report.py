@@ -37,58 +37,50 @@ import time
 from absl import app, flags
 
 from converters import source
-from tfmodels.command_options import from_flags
+from experiments import experiment
+from tfmodels.command_options import define_flags, from_flags, option
 from tfmodels.flag_checks import nonfinite_float_flag
 from tfmodels.process_lifetime import run_owned
 from tfmodels.sigterm import exit_on_sigterm
 from tfmodels.staging import check_writable, lock_until_exit, write_file
 
 FLAGS = flags.FLAGS
-flags.DEFINE_string("model_dir", None, "Our model directory or finetune "
-                    "run (task.json gives task, length and vocabulary).")
-flags.DEFINE_string("data_dir", None, "The task's files (train for QAT and "
-                    "calibration, --eval_split for the metric).")
-flags.DEFINE_string("name", None, "The row's model name (default: the "
-                    "directory's name).")
-flags.DEFINE_string("eval_split", "dev", "Split the metric is measured on.")
-flags.DEFINE_enum("int8_recipe", "standard", ["xnnpack", "standard",
-                                              "strict"],
-                  "int8 recipe of both conversions (`strict`: "
-                  "--strict_int8).")
-flags.DEFINE_integer("qat_steps", 300, "QAT fine-tuning steps.")
-flags.DEFINE_float("qat_learning_rate", 1e-5, "QAT peak learning rate.")
-flags.DEFINE_integer("qat_batch_size", 16, "QAT batch size.")
-flags.DEFINE_string("work_dir", None, "Where the two conversions write "
-                    "(ptq_RECIPE/, qat_RECIPE/).")
-flags.DEFINE_string("results_dir", os.path.join(
-    os.path.dirname(os.path.abspath(__file__)), "results"),
-                    "Where qat.json / qat.md go.")
-flags.DEFINE_bool("overwrite", False, "Redo both conversions, replacing "
-                  "their earlier outputs in --work_dir (without it, a re-run "
-                  "keeps each conversion it finished with the same flags).")
-flags.mark_flags_as_required(["model_dir", "data_dir", "work_dir"])
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 DONE = "qat_report.done"  # a finished part: {"flags": [...], "seconds": s}
 REPORT = "model_report.json"
 
 
-@dataclasses.dataclass(frozen=True)
+@dataclasses.dataclass(frozen=True, kw_only=True)
 class QatReportOptions:
-  """The command line, one field per flag (the flags' help says what each
-  means); `main` builds it with `command_options.from_flags`, other callers
-  with `command_options.with_defaults(QatReportOptions, **values)`."""
-  model_dir: str
-  data_dir: str
-  name: str | None
-  eval_split: str
-  int8_recipe: str
-  qat_steps: int
-  qat_learning_rate: float
-  qat_batch_size: int
-  work_dir: str
-  results_dir: str
-  overwrite: bool
+  """The command line, one option per flag; `main` builds it with
+  `command_options.from_flags`, other callers with
+  `command_options.with_defaults(QatReportOptions, **values)`."""
+  model_dir: str = option(None, "Our model directory or finetune run "
+                          "(task.json gives task, length and vocabulary).",
+                          required=True)
+  data_dir: str = option(None, "The task's files (train for QAT and "
+                         "calibration, --eval_split for the metric).",
+                         required=True)
+  name: str | None = option(None, "The row's model name (default: the "
+                            "directory's name).")
+  eval_split: str = option("dev", "Split the metric is measured on.")
+  int8_recipe: str = option("standard", "int8 recipe of both conversions "
+                            "(`strict`: --strict_int8).",
+                            choices=("xnnpack", "standard", "strict"))
+  qat_steps: int = option(300, "QAT fine-tuning steps.")
+  qat_learning_rate: float = option(1e-5, "QAT peak learning rate.")
+  qat_batch_size: int = option(16, "QAT batch size.")
+  work_dir: str = option(None, "Where the two conversions write "
+                         "(ptq_RECIPE/, qat_RECIPE/).", required=True)
+  results_dir: str = experiment.results_dir_option("qat.json / qat.md")
+  overwrite: bool = option(False, "Redo both conversions, replacing their "
+                           "earlier outputs in --work_dir (without it, a "
+                           "re-run keeps each conversion it finished with "
+                           "the same flags).")
+
+
+define_flags(QatReportOptions)
 
 
 def _check_flags(options):

@@ -10,9 +10,9 @@ import numpy as np
 import pytest
 
 from conftest import REPO, write_lines
-from experiments.lexical_probe import (ProbeOptions, _define_flags, probe,
-                                       read_questions, run_probe)
-from tfmodels.command_options import with_defaults
+from experiments.lexical_probe import (ProbeOptions, define_command_flags,
+                                       probe, read_questions, run_probe)
+from tfmodels.command_options import from_flags, with_defaults
 from tfmodels.tokenization import SPECIAL_TOKENS, WordPieceTokenizer
 
 WORDS = ["large", "animal", "small", "feline", "elephant", "kitten", "dog",
@@ -157,8 +157,8 @@ def test_the_options_are_the_flags_and_importing_defines_none():
   assert not flags.FLAGS.flags_by_module_dict().get(
       "experiments.lexical_probe")
   values = flags.FlagValues()
-  _define_flags(values)
+  define_command_flags(values)
   values(["lexical_probe"])
-  assert with_defaults(ProbeOptions, values) == ProbeOptions()
+  assert from_flags(ProbeOptions, values) == with_defaults(ProbeOptions)
   with pytest.raises(SystemExit, match="^error: --model_dir is required$"):
     run_probe(ProbeOptions())
