@@ -6,10 +6,11 @@ Imports only tfmodels (stage 1); the harness and experiments import it.
   conversion.py      the chain: fold NoNorms -> export -> convert per mode
   export.py          fixed-shape [1, L] SavedModel in the app contract
   representative.py  calibration inputs from real text / task files
-  quantize.py        the modes, and TFLite conversion per mode and recipe
+  quantize.py        the registry of modes (MODES), TFLite conversion per
+                     mode and recipe
   fast_int8.py       the int8 recipe XNNPACK runs in one partition
+  qat.py             quantization-aware training: int8 from learned ranges
   nonorm_folding.py  NoNorms folded exactly into neighbouring weights
-  substitution.py    LayerNorm -> NoNorm, gelu -> relu, and recovery
   contract.py        input / output names, dtypes, shapes; builtin ops only
   tflite_file.py     the flatbuffer: ops, float ops, renaming, metadata
   runtime.py         LiteRT on the host: by-name runner, probe, XNNPACK

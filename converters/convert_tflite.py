@@ -9,7 +9,7 @@ pretrain / distill / finetune run: a finetune run's task.json supplies the
 task, sequence length and vocabulary); --saved_model a SavedModel whose
 serving signature takes input_ids / input_mask / segment_ids (or ids / mask /
 segment_ids). The model is exported at a fixed [1, L] shape, converted once
-per --modes entry (float32, float16, dynamic, int8, int16x8; `all`), and
+per --modes entry (a mode of converters/quantize.py's MODES; `all`), and
 each file is checked against the app contract (inputs ids / mask /
 segment_ids; outputs start_logits / end_logits, probability, logits or
 sequence_output), run through LiteRT on the host next to the Keras model,
@@ -25,9 +25,9 @@ leaves only the report; bad input exits with a one-line error and writes
 nothing. After --substitute, --max_metric_drop still measures every file
 against the original model (before substitution), and the report gives
 both drops. --qat_steps N fine-tunes a fake-quantized copy on the task's
-train split first and converts int8 from it with the learned ranges
-(converters/qat.py; experiments/qat_report.py measures it against
-post-training int8).
+train split first and converts the modes QAT trains for (int8) from it,
+with the learned ranges (converters/qat.py; experiments/qat_report.py
+measures it against post-training int8).
 """
 
 import contextlib
@@ -38,122 +38,101 @@ import sys
 
 from absl import app, flags, logging
 
+from converters import quantize
+from tfmodels.command_options import define_flags, option
 from tfmodels.data.squad import MAX_SEQ_LENGTH as QA_MAX_SEQ_LENGTH
 
 FLAGS = flags.FLAGS
-flags.DEFINE_string("model_dir", None, "Our model directory or training run.")
-flags.DEFINE_string("saved_model", None, "A SavedModel (instead of "
-                    "--model_dir).")
-flags.DEFINE_string("output_dir", None, "Where the .tflite files, model "
-                    "cards and report go.")
-flags.DEFINE_string("name", None, "File name stem (default: the source "
-                    "directory's name).")
-flags.DEFINE_list("modes", ["float32"], "Quantization modes: float32, "
-                  "float16, dynamic, int8, int16x8, or all.")
-flags.DEFINE_integer("max_seq_length", None, "L of the [1, L] inputs "
-                     f"(default: task.json's, else {QA_MAX_SEQ_LENGTH} for "
-                     "QA, 128 otherwise).")
-flags.DEFINE_string("vocab_file", None, "WordPiece vocab.txt (default: "
-                    "task.json's, else data/vocab/uncased_vocab.txt); "
-                    "refused unless it is the vocabulary the run recorded.")
-flags.DEFINE_string("task", None, "Task for the metric (default: "
-                    "task.json's): a GLUE name, spam, squad, tagging or "
-                    "intent_slot.")
-flags.DEFINE_string("data_dir", None, "The task's files; without it no "
-                    "metric is measured.")
-flags.DEFINE_string("eval_split", "dev", "Split the metric is measured on.")
-flags.DEFINE_string("representative_data", None, "Calibration text for int8 "
-                    "/ int16x8: SQuAD JSON, the task's .tsv or text lines "
-                    "(default: the task's train split).")
-flags.DEFINE_integer("num_calibration_samples", 100, "Calibration examples.")
-flags.DEFINE_bool("strict_int8", False, "Fail when an op cannot be "
-                  "quantized, instead of leaving it float.")
-flags.DEFINE_enum("int8_recipe", "xnnpack", ["xnnpack", "standard"],
-                  "int8: `xnnpack` keeps float only the small islands "
-                  "XNNPACK has no int8 kernel for (softmax, LayerNorm, "
-                  "gelu), so phone and host CPUs run the graph in one "
-                  "partition, 2-5x faster (converters/fast_int8.py); "
-                  "`standard` is the converter's own output, integer but "
-                  "for the boundary ops (what NPUs / DSPs take; "
-                  "--strict_int8 implies it).")
-flags.DEFINE_bool("fold_nonorm", True, "Fold each NoNorm into the weights "
-                  "around it before export (exact; removes most element-wise "
-                  "ops of a NoNorm model: converters/nonorm_folding.py). "
-                  "Models it cannot fold are exported as they are.")
-flags.DEFINE_bool("allow_select_tf_ops", False, "Accept TensorFlow (Flex) "
-                  "ops that are not TFLite builtins.")
-flags.DEFINE_float("max_metric_drop", None, "Fail when a mode's metric is "
-                   "more than this many points below Keras'.")
-flags.DEFINE_float("max_float_diff", 1e-3, "Fail when float32's max "
-                   "|TFLite - Keras| output difference exceeds this.")
-flags.DEFINE_integer("num_compare", 32, "Real examples on which outputs are "
-                     "compared with Keras.")
-flags.DEFINE_bool("metadata", True, "Embed Task Library metadata (vocab, "
-                  "tokenizer, tensor names).")
-flags.DEFINE_integer("num_threads", 2, "LiteRT threads for validation.")
-flags.DEFINE_string("substitute", None, "Op substitution before "
-                    "conversion, e.g. layernorm=nonorm,gelu=relu: each "
-                    "LayerNorm becomes a NoNorm fitted to it on calibration "
-                    "data, gelu becomes relu (converters/substitution.py).")
-flags.DEFINE_integer("recover_steps", 0, "After --substitute, distil the "
-                     "substituted encoder from the original for this many "
-                     "steps (feature-map + attention transfer).")
-flags.DEFINE_float("recover_learning_rate", 1e-4, "Adam learning rate of "
-                   "the recovery.")
-flags.DEFINE_integer("recover_batch_size", 16, "Batch size of the recovery.")
-flags.DEFINE_integer("num_fit_samples", 256, "Examples the NoNorms are "
-                     "fitted on (and the recovery's loss is measured on).")
-flags.DEFINE_integer("qat_steps", 0, "Quantization-aware training: "
-                     "fine-tune the model under int8 fake quantization for "
-                     "this many steps on --data_dir's train split, then "
-                     "convert int8 from it with the learned ranges "
-                     "(converters/qat.py); float modes are converted from "
-                     "the model as it is.")
-flags.DEFINE_float("qat_learning_rate", 1e-5, "Peak AdamW learning rate of "
-                   "the QAT fine-tuning.")
-flags.DEFINE_integer("qat_batch_size", 16, "Batch size of the QAT "
-                     "fine-tuning.")
-flags.DEFINE_bool("overwrite", False, "Replace existing output files.")
-flags.mark_flag_as_required("output_dir")
 
 DEFAULT_VOCAB = "data/vocab/uncased_vocab.txt"
 
 
-@dataclasses.dataclass(frozen=True)
+@dataclasses.dataclass(frozen=True, kw_only=True)
 class ConvertOptions:
-  """The command line, one field per flag (the flags' help says what each
-  means); `main` builds it with `command_options.from_flags`, other callers
-  with `command_options.with_defaults(ConvertOptions, **values)`."""
-  model_dir: str | None
-  saved_model: str | None
-  output_dir: str
-  name: str | None
-  modes: tuple  # mode names, or ("all",)
-  max_seq_length: int | None
-  vocab_file: str | None
-  task: str | None
-  data_dir: str | None
-  eval_split: str
-  representative_data: str | None
-  num_calibration_samples: int
-  strict_int8: bool
-  int8_recipe: str
-  fold_nonorm: bool
-  allow_select_tf_ops: bool
-  max_metric_drop: float | None
-  max_float_diff: float
-  num_compare: int
-  metadata: bool
-  num_threads: int
-  substitute: str | None
-  recover_steps: int
-  recover_learning_rate: float
-  recover_batch_size: int
-  num_fit_samples: int
-  qat_steps: int
-  qat_learning_rate: float
-  qat_batch_size: int
-  overwrite: bool
+  """The command line, one option per flag; `main` builds it with
+  `command_options.from_flags`, other callers with
+  `command_options.with_defaults(ConvertOptions, **values)`."""
+  model_dir: str | None = option(None, "Our model directory or training run.")
+  saved_model: str | None = option(None, "A SavedModel (instead of "
+                                   "--model_dir).")
+  output_dir: str | None = option(None, "Where the .tflite files, model "
+                                  "cards and report go.", required=True)
+  name: str | None = option(None, "File name stem (default: the source "
+                            "directory's name).")
+  # Mode names (quantize.MODES), or ("all",); checked by _modes.
+  modes: tuple = option(("float32",), "Quantization modes: "
+                        f"{', '.join(quantize.mode_names())}, or all.")
+  max_seq_length: int | None = option(
+      None, "L of the [1, L] inputs (default: task.json's, else "
+      f"{QA_MAX_SEQ_LENGTH} for QA, 128 otherwise).")
+  vocab_file: str | None = option(
+      None, "WordPiece vocab.txt (default: task.json's, else "
+      "data/vocab/uncased_vocab.txt); refused unless it is the vocabulary "
+      "the run recorded.")
+  task: str | None = option(None, "Task for the metric (default: "
+                            "task.json's): a GLUE name, spam, squad, tagging "
+                            "or intent_slot.")
+  data_dir: str | None = option(None, "The task's files; without it no "
+                                "metric is measured.")
+  eval_split: str = option("dev", "Split the metric is measured on.")
+  representative_data: str | None = option(
+      None, "Calibration text for " + " / ".join(
+          m.name for m in quantize.MODES if m.calibrated)
+      + ": SQuAD JSON, the task's .tsv or text lines (default: the task's "
+      "train split).")
+  num_calibration_samples: int = option(100, "Calibration examples.")
+  strict_int8: bool = option(False, "Fail when an op cannot be quantized, "
+                             "instead of leaving it float.")
+  int8_recipe: str = option(
+      quantize.INT8_RECIPES[0], "int8: `xnnpack` keeps float only the small "
+      "islands XNNPACK has no int8 kernel for (softmax, LayerNorm, gelu), so "
+      "phone and host CPUs run the graph in one partition, 2-5x faster "
+      "(converters/fast_int8.py); `standard` is the converter's own output, "
+      "integer but for the boundary ops (what NPUs / DSPs take; "
+      "--strict_int8 implies it).", choices=quantize.INT8_RECIPES)
+  fold_nonorm: bool = option(
+      True, "Fold each NoNorm into the weights around it before export "
+      "(exact; removes most element-wise ops of a NoNorm model: "
+      "converters/nonorm_folding.py). Models it cannot fold are exported as "
+      "they are.")
+  allow_select_tf_ops: bool = option(False, "Accept TensorFlow (Flex) ops "
+                                     "that are not TFLite builtins.")
+  max_metric_drop: float | None = option(
+      None, "Fail when a mode's metric is more than this many points below "
+      "Keras'.")
+  max_float_diff: float = option(1e-3, "Fail when float32's max |TFLite - "
+                                 "Keras| output difference exceeds this.")
+  num_compare: int = option(32, "Real examples on which outputs are "
+                            "compared with Keras.")
+  metadata: bool = option(True, "Embed Task Library metadata (vocab, "
+                          "tokenizer, tensor names).")
+  num_threads: int = option(2, "LiteRT threads for validation.")
+  substitute: str | None = option(
+      None, "Op substitution before conversion, e.g. "
+      "layernorm=nonorm,gelu=relu: each LayerNorm becomes a NoNorm fitted to "
+      "it on calibration data, gelu becomes relu "
+      "(tfmodels/compression/substitution.py).")
+  recover_steps: int = option(0, "After --substitute, distil the "
+                              "substituted encoder from the original for "
+                              "this many steps (feature-map + attention "
+                              "transfer).")
+  recover_learning_rate: float = option(1e-4, "Adam learning rate of the "
+                                        "recovery.")
+  recover_batch_size: int = option(16, "Batch size of the recovery.")
+  num_fit_samples: int = option(256, "Examples the NoNorms are fitted on "
+                                "(and the recovery's loss is measured on).")
+  qat_steps: int = option(
+      0, "Quantization-aware training: fine-tune the model under int8 fake "
+      "quantization for this many steps on --data_dir's train split, then "
+      "convert int8 from it with the learned ranges (converters/qat.py); "
+      "float modes are converted from the model as it is.")
+  qat_learning_rate: float = option(1e-5, "Peak AdamW learning rate of the "
+                                    "QAT fine-tuning.")
+  qat_batch_size: int = option(16, "Batch size of the QAT fine-tuning.")
+  overwrite: bool = option(False, "Replace existing output files.")
+
+
+define_flags(ConvertOptions)
 
 
 class UsageError(ValueError):
@@ -162,12 +141,12 @@ class UsageError(ValueError):
 
 def _modes(requested):
   """--modes (`requested`) as the list of modes to convert."""
-  from converters.quantize import MODES
-  modes = list(MODES) if list(requested) == ["all"] else list(requested)
-  unknown = [m for m in modes if m not in MODES]
+  names = quantize.mode_names()
+  modes = list(names) if list(requested) == ["all"] else list(requested)
+  unknown = [m for m in modes if m not in names]
   if unknown or not modes:
     raise UsageError(f"--modes {','.join(requested)}: unknown mode(s) "
-                     f"{unknown}; modes are {', '.join(MODES)} or all")
+                     f"{unknown}; modes are {', '.join(names)} or all")
   return list(dict.fromkeys(modes))
 
 
@@ -200,6 +179,10 @@ def _progress(message):
 
 
 def _check_qat_flags(options, modes):
+  """--qat_steps' needs. QAT trains for the modes whose MODES entry says
+  `qat`; a calibrated mode it does not train for is refused rather than
+  converted without the learned ranges, so every calibrated file of a QAT
+  run carries them."""
   if options.qat_steps < 0:
     raise UsageError(f"--qat_steps {options.qat_steps}: must be >= 0")
   if not options.qat_steps:
@@ -210,9 +193,15 @@ def _check_qat_flags(options, modes):
   if not options.data_dir:
     raise UsageError("--qat_steps needs --data_dir (it trains on the task's "
                      "train split)")
-  if "int8" not in modes or "int16x8" in modes:
-    raise UsageError("--qat_steps trains for int8: --modes must include "
-                     "int8 and not int16x8")
+  chosen = [quantize.get_mode(m) for m in modes]
+  if not any(m.qat for m in chosen) or any(
+      m.calibrated and not m.qat for m in chosen):
+    trained = " or ".join(m.name for m in quantize.MODES if m.qat)
+    others = " or ".join(m.name for m in quantize.MODES
+                         if m.calibrated and not m.qat)
+    raise UsageError(f"--qat_steps trains for {trained}: --modes must "
+                     f"include {trained}"
+                     + (f" and not {others}" if others else ""))
   if not options.qat_learning_rate > 0 or options.qat_batch_size < 1:
     raise UsageError("--qat_learning_rate must be > 0 and --qat_batch_size "
                      ">= 1")
@@ -222,7 +211,8 @@ def _check_qat_flags(options, modes):
 class Plan:
   """What the flags ask for, checked before TensorFlow is loaded."""
   modes: list
-  integer_modes: list
+  integer_modes: list  # the calibrated modes
+  qat_modes: list  # converted from the QAT model (--qat_steps)
   config: object  # ModelConfig, or None for a SavedModel
   seq_length: int
   task_name: str | None
@@ -249,8 +239,7 @@ def plan(options, out):
     raise UsageError("--data_dir needs --task (no task.json says it)")
   if options.max_metric_drop is not None and not options.data_dir:
     raise UsageError("--max_metric_drop needs --data_dir to measure on")
-  from converters.quantize import calibrated
-  integer_modes = [m for m in modes if calibrated(m)]
+  integer_modes = [m for m in modes if quantize.calibrated(m)]
   if integer_modes and not (options.representative_data or options.data_dir):
     raise UsageError(f"--modes {','.join(integer_modes)} need calibration "
                      "text: --representative_data or --data_dir")
@@ -272,6 +261,8 @@ def plan(options, out):
                                    options.substitute is None):
     raise UsageError("--recover_steps needs --substitute and must be >= 0")
   _check_qat_flags(options, modes)
+  qat_modes = [m for m in modes if options.qat_steps and
+               quantize.get_mode(m).qat]
   if options.num_calibration_samples < 1 or options.num_compare < 1:
     raise UsageError("--num_calibration_samples and --num_compare must be "
                      "positive")
@@ -299,8 +290,8 @@ def plan(options, out):
                          default=DEFAULT_VOCAB)
   else:
     vocab_file = options.vocab_file or DEFAULT_VOCAB
-  return Plan(modes, integer_modes, config, seq_length, task_name,
-              vocab_file, name, files, reports)
+  return Plan(modes, integer_modes, qat_modes, config, seq_length,
+              task_name, vocab_file, name, files, reports)
 
 
 @dataclasses.dataclass
@@ -308,14 +299,14 @@ class Reference:
   """The model to convert and what the converted files are judged against."""
   source: object  # source.Source
   task: object  # tfmodels task, or None
-  calibration: dict | None  # our feature dict for int8 / int16x8
+  calibration: dict | None  # our feature dict for the calibrated modes
   inputs: dict  # contract inputs [N, L] of real examples
   outputs: dict  # the Keras model's contract outputs on `inputs`
   metrics: dict | None  # the Keras model's task metrics
   labels: list | dict | None  # class names (metadata.attach's labels)
   substitution: dict | None = None  # what --substitute did and cost
   nonorm_folding: dict | None = None  # what --fold_nonorm did
-  qat: object = None  # qat.QuantizationAware, int8 is converted from it
+  qat: object = None  # qat.QuantizationAware, Plan.qat_modes come from it
   qat_facts: dict | None = None  # what --qat_steps did
 
 
@@ -428,7 +419,7 @@ def substitute_reference(options, p, ref):
 def qat_reference(options, p, ref):
   """--qat_steps: a fake-quantized copy of the model (NoNorms folded
   first, as the export would), calibrated, fine-tuned on the task and
-  scored; int8 is then converted from it."""
+  scored; Plan.qat_modes are then converted from it."""
   import tf_keras as keras
   from converters import conversion, qat, representative, validate
   model, folding = ref.source.model, None
@@ -462,14 +453,13 @@ def convert_modes(options, p, ref):
   """{mode: (bytes of the final file, its measurements)}."""
   from converters import (contract, conversion, metadata,
                           representative, validate)
-  from converters.quantize import calibrated
   expected = {k: (1,) + v.shape[1:] for k, v in ref.outputs.items()}
   dataset = ref.calibration and representative.calibration_dataset(
       ref.calibration, options.num_calibration_samples)
   settings = dict(strict_int8=options.strict_int8,
                   allow_select_tf_ops=options.allow_select_tf_ops,
                   int8_recipe=options.int8_recipe, log=_progress)
-  from_qat = [m for m in p.modes if ref.qat and calibrated(m)]
+  from_qat = p.qat_modes if ref.qat else []
   files = {}
   if len(from_qat) < len(p.modes):
     result = conversion.convert_model(

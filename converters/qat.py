@@ -59,6 +59,7 @@ import numpy as np
 import tensorflow as tf
 import tf_keras as keras
 
+from converters.quantize import INT8_RECIPES
 from tfmodels.layers.attention import MultiHeadAttention
 from tfmodels.layers.normalization import NoNorm
 
@@ -144,7 +145,7 @@ class QuantizationAware(tf.Module):
 
   def __init__(self, model, int8_recipe="xnnpack"):
     super().__init__(name="quantization_aware")
-    if int8_recipe not in ("xnnpack", "standard"):
+    if int8_recipe not in INT8_RECIPES:
       raise QatError(f"unknown int8 recipe {int8_recipe!r}")
     # The export must find the variables but not the Keras layers: Keras'
     # SavedModel serialization cannot trace the patched calls.

@@ -1,18 +1,16 @@
 """TFLite conversion of the fixed-shape SavedModel, one quantization mode each.
 
-  float32   no optimization
-  float16   weights stored as float16, dequantized at load (half the size)
-  dynamic   int8 weights, activations quantized on the fly (Optimize.DEFAULT)
-  int8      full integer from a representative dataset; ops that cannot be
-            quantized stay float unless strict (TFLITE_BUILTINS_INT8 only).
-            Recipe `xnnpack` (default, fast_int8.py): symmetric attention
-            operands and float islands only where XNNPACK has no int8
-            kernel, so the host / phone CPU runs it in one partition (2-5x
-            faster there); `standard` (and strict): the converter's output
-            as it is, integer but for the boundary ops (what NPUs / DSPs
-            want)
-  int16x8   int16 activations, int8 weights; unsupported ops (our mask Cast)
-            fall back to float unless strict
+The modes are the QuantizationMode entries of MODES below, in the order
+commands list them. Everything that differs between modes is a field of its
+entry (converter settings, calibration, the int8 recipes and QAT it takes,
+whether latency comparisons time it), and convert_tflite, conversion.py, the
+latency benchmark and the reports read MODES: a new mode is one entry here.
+
+int8 has two recipes: `xnnpack` (default, fast_int8.py) makes the attention
+operands symmetric and keeps float islands only where XNNPACK has no int8
+kernel, so the host / phone CPU runs it in one partition (2-5x faster
+there); `standard` (and --strict_int8) is the converter's output as it is,
+integer but for the boundary ops (what NPUs / DSPs want).
 
 Builtin ops only, unless select TF (Flex) ops are allowed. The converter's
 native log is kept off the terminal and its failure reduced to one line.
@@ -21,42 +19,117 @@ native log is kept off the terminal and its failure reduced to one line.
                    representative=calibration_dataset(features, 100))
 """
 
+import dataclasses
 import os
 import re
 
-from converters import fast_int8
 from converters.native_output import native_output_to
 
-# TensorFlow is imported where it is used, so that the command can check its
-# flags against MODES before paying for it.
+# TensorFlow (and fast_int8's numpy) are imported where they are used, so
+# that a command can check its flags against MODES before paying for them.
 
-# The one list of modes (commands, benchmark and reports take it from here).
-MODES = ("float32", "float16", "dynamic", "int8", "int16x8")
-INTEGER_MODES = ("int8", "int16x8")  # calibrated on a representative set
 INT8_RECIPES = ("xnnpack", "standard")  # the first is the default
 
 
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class QuantizationMode:
+  """One quantization mode: its name, and how it is converted and used.
+
+  Args:
+    name: str, the --modes name (and the file's: NAME_MODE.tflite).
+    optimize: bool, the converter quantizes something (Optimize.DEFAULT).
+    supported_types: tuple of tf dtype names the weights may take.
+    calibrated: bool, needs a representative dataset (activation ranges).
+    ops: tuple of tf.lite.OpsSet names the converted graph may use.
+    strict_ops: tuple of OpsSet names under --strict_int8 (None: `ops`).
+    int8_recipes: tuple, the INT8_RECIPES it is converted by (the first its
+      default); () when none applies.
+    qat: bool, --qat_steps trains for it: it is converted from the
+      fake-quantized model with the learned ranges.
+    timed: bool, latency comparisons time it.
+  Example: QuantizationMode(name="float16", optimize=True,
+    supported_types=("float16",))
+  """
+  name: str
+  optimize: bool = False
+  supported_types: tuple = ()
+  calibrated: bool = False
+  ops: tuple = ("TFLITE_BUILTINS",)
+  strict_ops: tuple | None = None
+  int8_recipes: tuple = ()
+  qat: bool = False
+  timed: bool = False
+
+
+_INT16X8_OPS = "EXPERIMENTAL_TFLITE_BUILTINS_ACTIVATIONS_INT16_WEIGHTS_INT8"
+
+# The one registry of modes (commands, benchmark and reports read it).
+MODES = (
+    # No optimization.
+    QuantizationMode(name="float32", timed=True),
+    # Weights stored as float16, dequantized at load (half the size; it
+    # then runs as float32 does, so latency comparisons leave it out).
+    QuantizationMode(name="float16", optimize=True,
+                     supported_types=("float16",)),
+    # int8 weights, activations quantized on the fly.
+    QuantizationMode(name="dynamic", optimize=True, timed=True),
+    # Full integer from a representative dataset; ops that cannot be
+    # quantized stay float unless strict (TFLITE_BUILTINS_INT8 only).
+    QuantizationMode(name="int8", optimize=True, calibrated=True,
+                     strict_ops=("TFLITE_BUILTINS_INT8",),
+                     int8_recipes=INT8_RECIPES, qat=True, timed=True),
+    # int16 activations, int8 weights; unsupported ops (our mask Cast) fall
+    # back to float unless strict. XNNPACK runs no int16 activations, so
+    # there is no fast path to time.
+    QuantizationMode(name="int16x8", optimize=True, calibrated=True,
+                     ops=(_INT16X8_OPS, "TFLITE_BUILTINS"),
+                     strict_ops=(_INT16X8_OPS,)),
+)
+
+
+def mode_names():
+  """The names of MODES, in order."""
+  return tuple(m.name for m in MODES)
+
+
+def get_mode(name):
+  """The QuantizationMode named `name`; ValueError otherwise."""
+  for mode in MODES:
+    if mode.name == name:
+      return mode
+  raise ValueError(f"unknown mode {name!r}; modes are "
+                   f"{', '.join(mode_names())}")
+
+
+def _labels():
+  """{label: (mode name, int8 recipe)}: every mode (its default recipe, or
+  None), then each mode under each other recipe as `MODE_RECIPE`."""
+  labels = {m.name: (m.name, (m.int8_recipes or (None,))[0]) for m in MODES}
+  for mode in MODES:
+    for recipe in mode.int8_recipes[1:]:
+      labels[f"{mode.name}_{recipe}"] = (mode.name, recipe)
+  return labels
+
+
 def mode_labels():
-  """Names for reports comparing recipes: every mode, and int8 under each
-  other recipe as `int8_RECIPE` (`int8_standard`)."""
-  return MODES + tuple(f"int8_{r}" for r in INT8_RECIPES[1:])
+  """Names for reports comparing recipes: every mode, and a mode under
+  each other recipe it takes as `MODE_RECIPE` (`int8_standard`)."""
+  return tuple(_labels())
 
 
 def parse_mode_label(label):
-  """(mode, int8 recipe) of a `mode_labels()` name; ValueError otherwise."""
-  if label in MODES:
-    return label, INT8_RECIPES[0]
-  mode, _, recipe = label.partition("_")
-  if mode == "int8" and recipe in INT8_RECIPES:
-    return mode, recipe
-  raise ValueError(f"unknown mode {label!r}; modes are "
-                   f"{', '.join(mode_labels())}")
+  """(mode name, int8 recipe or None) of a `mode_labels()` name;
+  ValueError otherwise."""
+  labels = _labels()
+  if label not in labels:
+    raise ValueError(f"unknown mode {label!r}; modes are "
+                     f"{', '.join(labels)}")
+  return labels[label]
 
 
 def calibrated(label):
-  """Whether the mode (or `mode_labels()` name) needs calibration samples:
-  its mode is one of INTEGER_MODES."""
-  return parse_mode_label(label)[0] in INTEGER_MODES
+  """Whether the mode (or `mode_labels()` name) needs calibration samples."""
+  return get_mode(parse_mode_label(label)[0]).calibrated
 
 
 class ConversionError(ValueError):
@@ -65,26 +138,21 @@ class ConversionError(ValueError):
 
 def make_converter(saved_model_dir, mode, representative=None,
                    strict_int8=False, allow_select_tf_ops=False):
-  """A TFLiteConverter configured for `mode` (see the module docstring)."""
+  """A TFLiteConverter configured for `mode` as its MODES entry says."""
   import tensorflow as tf
-  if mode not in MODES:
-    raise ValueError(f"unknown mode {mode!r}; modes are {list(MODES)}")
-  if calibrated(mode) and representative is None:
+  spec = get_mode(mode)
+  if spec.calibrated and representative is None:
     raise ValueError(f"mode {mode} needs a representative dataset")
   converter = tf.lite.TFLiteConverter.from_saved_model(saved_model_dir)
-  ops = [tf.lite.OpsSet.TFLITE_BUILTINS]
-  if mode != "float32":
+  if spec.optimize:
     converter.optimizations = [tf.lite.Optimize.DEFAULT]
-  if mode == "float16":
-    converter.target_spec.supported_types = [tf.float16]
-  if calibrated(mode):
+  if spec.supported_types:
+    converter.target_spec.supported_types = [
+        getattr(tf, name) for name in spec.supported_types]
+  if spec.calibrated:
     converter.representative_dataset = representative
-  if mode == "int8" and strict_int8:
-    ops = [tf.lite.OpsSet.TFLITE_BUILTINS_INT8]
-  if mode == "int16x8":
-    int16 = (tf.lite.OpsSet.
-             EXPERIMENTAL_TFLITE_BUILTINS_ACTIVATIONS_INT16_WEIGHTS_INT8)
-    ops = [int16] if strict_int8 else [int16, tf.lite.OpsSet.TFLITE_BUILTINS]
+  names = spec.strict_ops if strict_int8 and spec.strict_ops else spec.ops
+  ops = [getattr(tf.lite.OpsSet, name) for name in names]
   if allow_select_tf_ops:
     ops.append(tf.lite.OpsSet.SELECT_TF_OPS)
   converter.target_spec.supported_ops = ops
@@ -125,8 +193,9 @@ def convert_with_facts(saved_model_dir, mode, representative=None,
   """(bytes, recipe facts): `convert`, with what the xnnpack int8 recipe
   did (fast_int8.convert's facts; {} for every other mode and recipe).
 
-  The recipe is chosen here and only here: `xnnpack` applies to int8 that
-  is neither strict nor mixed with select TF ops."""
+  The recipe is chosen here and only here: `xnnpack` applies to a mode
+  that takes it (its MODES entry's int8_recipes) and is neither strict nor
+  mixed with select TF ops."""
   from tensorflow.lite.python.convert_phase import ConverterError
   if int8_recipe not in INT8_RECIPES:
     raise ValueError(f"unknown int8 recipe {int8_recipe!r}; recipes are "
@@ -134,8 +203,9 @@ def convert_with_facts(saved_model_dir, mode, representative=None,
   try:
     converter = make_converter(saved_model_dir, mode, representative,
                                strict_int8, allow_select_tf_ops)
-    if (mode == "int8" and int8_recipe == "xnnpack" and not strict_int8
-        and not allow_select_tf_ops):
+    if (int8_recipe == "xnnpack" and int8_recipe in get_mode(
+        mode).int8_recipes and not strict_int8 and not allow_select_tf_ops):
+      from converters import fast_int8
       return fast_int8.convert(converter)
     with native_output_to(os.devnull):
       return converter.convert(), {}

@@ -6,19 +6,28 @@ No absl flags here, so tests and other tools can import it.
 
 import os
 
-from converters.quantize import mode_labels
+from converters.quantize import get_mode, mode_labels, parse_mode_label
 
 VARIANTS = {"layernorm_gelu": ("layer_norm", "gelu"),
             "layernorm_relu": ("layer_norm", "relu"),
             "nonorm_gelu": ("no_norm", "gelu"),
             "nonorm_relu": ("no_norm", "relu")}
 PEER = "peer_mobilebert"
-# The modes Table 7's comparison measures, from quantize.mode_labels():
-# float16 and int16x8 have no integer fast path on phone CPUs to compare.
-MODES = tuple(m for m in mode_labels() if m not in ("float16", "int16x8"))
+
+
+def timed_modes():
+  """The mode labels Table 7's comparison measures: quantize.mode_labels()
+  whose mode is `timed` in quantize.MODES."""
+  return tuple(label for label in mode_labels()
+               if get_mode(parse_mode_label(label)[0]).timed)
+
+
+MODES = timed_modes()  # latency_benchmark's --modes
+
 # MobileBERT paper, Table 7 (Pixel 4, 4 threads, L = 128).
 PAPER_TABLE7_MS = {"layernorm_gelu": 192.0, "layernorm_relu": 167.0,
                    "nonorm_gelu": 92.0, "nonorm_relu": 62.0}
+
 
 def _find(rows, **want):
   for row in rows:
@@ -126,7 +135,7 @@ def plot(rows, path, seq_length=128):
     return 0
   threads = sorted({r["threads"] for r in rows})
   groups = list(dict.fromkeys((r["model"], r["variant"]) for r in rows))
-  modes = [m for m in MODES if any(r["mode"] == m for r in rows)]
+  modes = [m for m in timed_modes() if any(r["mode"] == m for r in rows)]
   fig, axes = plt.subplots(len(threads), 1, squeeze=False, figsize=(
       max(7, 0.9 * len(groups) * max(1, len(modes)) ** 0.5),
       3.2 * len(threads)))

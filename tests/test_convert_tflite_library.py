@@ -1,11 +1,13 @@
 """The conversion library piece by piece: calibration data, Flex ops, the
 LiteRT probe, flatbuffer rewriting, XNNPACK coverage, the report's
-thresholds, staged output and the generated metadata schema."""
+thresholds, staged output, the generated metadata schema and the registry
+of quantization modes."""
 
 import json
 import os
 import shutil
 import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -276,17 +278,116 @@ def test_command_on_a_contract_named_saved_model_with_flex_ops(
 
 
 def test_one_list_of_modes_serves_every_command():
-  assert quantize.mode_labels() == quantize.MODES + ("int8_standard",)
+  names = quantize.mode_names()
+  assert names == ("float32", "float16", "dynamic", "int8", "int16x8")
+  assert quantize.mode_labels() == names + ("int8_standard",)
   assert quantize.parse_mode_label("int8") == ("int8", "xnnpack")
   assert quantize.parse_mode_label("int8_standard") == ("int8", "standard")
-  assert quantize.parse_mode_label("dynamic") == ("dynamic", "xnnpack")
+  assert quantize.parse_mode_label("dynamic") == ("dynamic", None)
   for bad in ("int4", "float32_standard", "int8_fast"):
     with pytest.raises(ValueError, match="unknown mode"):
       quantize.parse_mode_label(bad)
+  assert [m for m in names if quantize.calibrated(m)] == ["int8", "int16x8"]
+  assert all(set(m.int8_recipes) <= set(quantize.INT8_RECIPES)
+             for m in quantize.MODES)
   from experiments.demo_steps import DEMO_MODES
-  assert set(DEMO_MODES) <= set(quantize.MODES)
+  assert set(DEMO_MODES) <= set(names)
   from experiments.latency_report import MODES as LATENCY_MODES
-  assert set(LATENCY_MODES) <= set(quantize.mode_labels())
+  assert LATENCY_MODES == ("float32", "dynamic", "int8", "int8_standard")
+
+
+# A mode we do not ship: full integer, the converter's own output only (no
+# xnnpack recipe, what an NPU takes), timed by latency comparisons.
+NPU_INT8 = quantize.QuantizationMode(
+    name="int8_npu", optimize=True, calibrated=True,
+    strict_ops=("TFLITE_BUILTINS_INT8",), int8_recipes=("standard",),
+    timed=True)
+
+# convert_tflite's checks on a registry with one more mode, run in a child:
+# the command's absl flags clash with other commands' in this process.
+_PLAN_WITH_ANOTHER_MODE = r"""
+import json, sys
+from converters import convert_tflite, quantize
+from tfmodels.command_options import from_flags
+from tfmodels.staging import OutputFiles
+FLAGS, ours = convert_tflite.FLAGS, quantize.MODES
+for extra, args in json.loads(sys.argv[1]):
+  quantize.MODES = ours + (quantize.QuantizationMode(**{
+      k: tuple(v) if isinstance(v, list) else v for k, v in extra.items()}),)
+  FLAGS.unparse_flags()
+  FLAGS(["convert_tflite", *args])
+  out = OutputFiles(FLAGS.output_dir)
+  try:
+    p = convert_tflite.plan(from_flags(convert_tflite.ConvertOptions), out)
+    print(json.dumps({"calibrated": p.integer_modes, "qat": p.qat_modes}))
+  except ValueError as e:
+    print(json.dumps({"error": str(e)}))
+  out.discard()
+"""
+
+
+def test_a_new_calibrated_mode_is_one_registry_entry(
+    bert_saved_model, float32_model, monkeypatch, tmp_path):
+  """Issue 38: adding a mode is one QuantizationMode in quantize.MODES. The
+  command's --modes check, its calibration and --qat_steps rules, the
+  conversion and the latency report all follow that entry."""
+  import dataclasses
+  from converters import conversion
+  from experiments import latency_report
+  from tfmodels.configs import load_config
+  model_dir = tmp_path / "model"  # what plan reads; it loads no weights
+  model_dir.mkdir()
+  (model_dir / "config.json").write_text(
+      load_config("tiny_bert").replace(vocab_size=4818).to_json())
+  (model_dir / "head.json").write_text('{"kind": "span"}')
+  (model_dir / "ckpt-1.index").write_bytes(b"")
+  text = tmp_path / "calibration.txt"
+  text.write_text("what is it\tit is a test\n")
+  common = ["--model_dir", str(model_dir), "--output_dir",
+            str(tmp_path / "out"), "--vocab_file", tiny_models.VOCAB,
+            "--max_seq_length", str(L)]
+  qat = common + ["--modes", "int8,int8_npu", "--qat_steps", "5", "--task",
+                  "spam", "--data_dir", os.path.join(tiny_models.DATA,
+                                                     "spam")]
+  trained = dataclasses.replace(NPU_INT8, qat=True)
+  cases = [(NPU_INT8, common + ["--modes", "int8_npu"]),
+           (NPU_INT8, common + ["--modes", "float32,int8_npu",
+                                "--representative_data", str(text)]),
+           (NPU_INT8, common + ["--modes", "all", "--representative_data",
+                                str(text)]),
+           (NPU_INT8, qat), (trained, qat)]
+  result = subprocess.run(
+      [sys.executable, "-c", _PLAN_WITH_ANOTHER_MODE, json.dumps(
+          [(dataclasses.asdict(m), args) for m, args in cases])],
+      capture_output=True, text=True, env=tiny_models.env(),
+      cwd=tiny_models.REPO)
+  assert result.returncode == 0, result.stderr[-3000:]
+  assert [json.loads(line) for line in result.stdout.splitlines()] == [
+      {"error": "--modes int8_npu need calibration text: "
+                "--representative_data or --data_dir"},
+      {"calibrated": ["int8_npu"], "qat": []},
+      {"calibrated": ["int8", "int16x8", "int8_npu"], "qat": []},
+      {"error": "--qat_steps trains for int8: --modes must include int8 "
+                "and not int16x8 or int8_npu"},
+      {"calibrated": ["int8", "int8_npu"], "qat": ["int8", "int8_npu"]}]
+
+  monkeypatch.setattr(quantize, "MODES", quantize.MODES + (NPU_INT8,))
+  assert quantize.mode_labels()[-2:] == ("int8_npu", "int8_standard")
+  assert quantize.parse_mode_label("int8_npu") == ("int8_npu", "standard")
+  model, path = bert_saved_model
+  with pytest.raises(ValueError, match="needs a representative dataset"):
+    quantize.make_converter(path, "int8_npu")
+  dataset = representative.calibration_dataset(
+      {export.INPUT_FEATURES[k]: v for k, v in _inputs(8).items()}, 8)
+  data, facts = conversion.convert_model(
+      model, "span", L, ["int8_npu"], dataset).files["int8_npu"]
+  assert facts == {}  # its one recipe, `standard`, whatever int8_recipe says
+  assert len(data) < len(float32_model) / 2  # int8 weights
+  assert latency_report.timed_modes()[-2:] == ("int8_npu", "int8_standard")
+  rows = [dict(model="mobilebert", variant="nonorm_relu", mode=mode,
+               threads=1, target="host", median_ms=2.0, p5_ms=1.9,
+               p95_ms=2.1) for mode in ("int8_npu", "int16x8")]
+  assert latency_report.plot(rows, str(tmp_path / "bars.png")) == 1
 
 
 def test_matmul_xnnpack_cannot_create_stays_float(tmp_path):

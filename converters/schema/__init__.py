@@ -10,5 +10,7 @@ after changing the schema with (Debian's flatbuffers-compiler):
     flatc --python --gen-object-api --gen-onefile -o converters/schema \
         converters/schema/metadata_schema.fbs
 
-tests/test_convert_tflite_metadata.py checks the file is flatc's output.
+tests/test_convert_tflite_library.py
+(test_generated_schema_module_is_flatc_output) checks the file is flatc's
+output.
 """
