@@ -174,3 +174,30 @@ def test_the_checks_catch_what_they_forbid(tmp_path):
   assert forbidden_imports(made_up) == [
       ("tfmodels.distillation.e", "tfmodels.training"),
       ("tfmodels.distillation.e", "tfmodels.training.loop")]
+
+
+def sub_package_graph(graph, stage="tfmodels"):
+  """`graph` with each sub-package of `stage` one node (`tfmodels.data`) and
+  the stage's own modules (`tfmodels.staging`) kept apart."""
+  packages = {m.split(".")[1] for m in graph
+              if m.startswith(stage + ".") and m.count(".") >= 2}
+
+  def node(module):
+    parts = module.split(".")
+    return (".".join(parts[:2]) if len(parts) > 1 and parts[1] in packages
+            else module)
+
+  merged = {}
+  for a, targets in graph.items():
+    if _under(a, stage):
+      merged.setdefault(node(a), set()).update(
+          node(b) for b in targets if _under(b, stage) and node(b) != node(a))
+  return merged
+
+
+def test_no_sub_package_and_package_module_import_each_other(graph):
+  """A module of the package root that a sub-package uses (staging,
+  tokenization) never leads back into that sub-package (issue 38: the
+  root's vocab_learning read tfmodels.data, whose build_demo_data
+  imported it)."""
+  assert cycles(sub_package_graph(graph)) == []

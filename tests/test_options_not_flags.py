@@ -14,9 +14,9 @@ import sys
 from absl import flags
 import pytest
 
-from tfmodels.command_options import (define_flags, flag_spec, from_flags,
-                                      option, option_fields, redefault,
-                                      with_defaults)
+from tfmodels.command_options import (define_flags, flag_name, flag_spec,
+                                      from_flags, option, option_fields,
+                                      redefault, with_defaults)
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 PACKAGES = ("tfmodels", "converters", "android_bench", "experiments")
@@ -93,7 +93,8 @@ def _command_modules():
 _EACH_FLAG_IS_A_FIELD = r"""
 import dataclasses, importlib, sys
 from absl import flags
-from tfmodels.command_options import flag_spec, option_fields
+from tfmodels.command_options import (flag_name as flag_of, flag_spec,
+                                      option_fields)
 FLAGS = flags.FLAGS
 problems, checked = [], 0
 for name in sys.argv[1:]:
@@ -107,7 +108,7 @@ for name in sys.argv[1:]:
   for value in vars(module).values():
     if isinstance(value, type) and dataclasses.is_dataclass(value):
       for field in option_fields(value):
-        fields.setdefault(field.name, []).append((field, value))
+        fields.setdefault(flag_of(field), []).append((field, value))
   if not mine:
     problems.append(f"{name}: defines no flags")
   for flag_name, flag in mine.items():
@@ -185,6 +186,20 @@ def test_an_enum_or_list_option_refuses_other_values():
 def test_a_subclass_changes_a_default_not_the_help():
   field, = [f for f in option_fields(_Longer) if f.name == "name"]
   assert flag_spec(field, _Longer)[1:3] == ("b", "A name.")
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class _Keyword:
+  from_: str | None = option(None, "A format.", choices=("a", "b"))
+
+
+def test_a_keyword_option_is_its_flag_without_the_underscore():
+  values = flags.FlagValues()
+  define_flags(_Keyword, values)
+  assert sorted(values) == ["from"]
+  assert [flag_name(f) for f in option_fields(_Keyword)] == ["from"]
+  values(["prog", "--from=b"])
+  assert from_flags(_Keyword, values) == _Keyword(from_="b")
 
 
 def test_an_option_that_is_no_flag_is_an_error():

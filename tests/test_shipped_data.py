@@ -10,8 +10,8 @@ from conftest import DATA
 from tfmodels.data import glue, squad, tagging
 from tfmodels.data.demo_sources import BROWN_GENRES
 from tfmodels.data.text_io import open_text
+from tfmodels.data.vocab_learning import ascii_pieces, overlap
 from tfmodels.tokenization import load_vocab
-from tfmodels.vocab_learning import ascii_pieces, overlap
 
 MANIFEST = json.load(open(os.path.join(DATA, "manifest.json")))
 FILES = MANIFEST["files"]

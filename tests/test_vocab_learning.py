@@ -5,8 +5,9 @@ import subprocess
 import sys
 
 from conftest import HELDOUT_CORPUS, VOCAB
+from tfmodels.data.vocab_learning import (ascii_pieces, learn_vocabulary,
+                                          overlap)
 from tfmodels.tokenization import WordPieceTokenizer, load_vocab
-from tfmodels.vocab_learning import ascii_pieces, learn_vocabulary, overlap
 
 
 

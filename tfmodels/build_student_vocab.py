@@ -6,65 +6,77 @@
         --teacher_vocab data/vocab/uncased_vocab.txt
 """
 
+import dataclasses
 import os
 import sys
 
 from absl import app, flags
 
+from tfmodels.command_options import define_flags, from_flags, option
+from tfmodels.data.vocab_learning import learn_vocabulary, overlap, write_vocab
 from tfmodels.sigterm import exit_on_sigterm
 from tfmodels.staging import OutputError, lock_until_exit
-from tfmodels.vocab_learning import learn_vocabulary, overlap, write_vocab
 
 FLAGS = flags.FLAGS
 
-flags.DEFINE_list("corpus", None, "Text files (.txt or .txt.gz).")
-flags.DEFINE_integer("vocab_size", 5000, "Target size of the learned part.")
-flags.DEFINE_string("output", None, "Where to write the vocab.txt.")
-flags.DEFINE_string("teacher_vocab", None,
-                    "Teacher vocab.txt to report the overlap with.")
-flags.DEFINE_bool("do_lower_case", True, "Uncased vocabulary.")
-flags.DEFINE_integer("max_lines", None, "Use only the first N lines.")
-flags.DEFINE_bool("overwrite", False, "Replace an existing --output.")
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class BuildStudentVocabOptions:
+  """The command line, one option per flag; `main` builds it with
+  `command_options.from_flags`. --corpus and --output are needed but not
+  marked required, so their absence is refused in one line by `main`."""
+  corpus: tuple | None = option(None, "Text files (.txt or .txt.gz).")
+  vocab_size: int = option(5000, "Target size of the learned part.")
+  output: str | None = option(None, "Where to write the vocab.txt.")
+  teacher_vocab: str | None = option(
+      None, "Teacher vocab.txt to report the overlap with.")
+  do_lower_case: bool = option(True, "Uncased vocabulary.")
+  max_lines: int | None = option(None, "Use only the first N lines.")
+  overwrite: bool = option(False, "Replace an existing --output.")
+
+
+define_flags(BuildStudentVocabOptions)
 
 
 def main(argv):
   if len(argv) > 1:
     raise app.UsageError(f"unexpected arguments: {' '.join(argv[1:])}")
-  if not FLAGS.corpus or not FLAGS.output:
+  options = from_flags(BuildStudentVocabOptions, FLAGS)
+  if not options.corpus or not options.output:
     sys.exit("error: --corpus and --output are required")
-  for path in FLAGS.corpus:
+  for path in options.corpus:
     if not os.path.isfile(path):
       sys.exit(f"error: --corpus {path}: no such file")
-  if os.path.exists(FLAGS.output) and not FLAGS.overwrite:
-    sys.exit(f"error: --output {FLAGS.output} exists (pass --overwrite)")
-  if os.path.isdir(FLAGS.output):
-    sys.exit(f"error: --output {FLAGS.output} is a directory")
+  if os.path.exists(options.output) and not options.overwrite:
+    sys.exit(f"error: --output {options.output} exists (pass --overwrite)")
+  if os.path.isdir(options.output):
+    sys.exit(f"error: --output {options.output} is a directory")
   try:  # learning takes minutes: find out now that it could be written
-    lock_until_exit(FLAGS.output, "--output")  # and one writer
+    lock_until_exit(options.output, "--output")  # and one writer
   except OutputError as e:
     sys.exit(f"error: {e}")
-  if FLAGS.max_lines is not None and FLAGS.max_lines < 1:
+  if options.max_lines is not None and options.max_lines < 1:
     sys.exit("error: --max_lines must be >= 1")
   teacher = None
-  if FLAGS.teacher_vocab:
+  if options.teacher_vocab:
     from tfmodels.tokenization import VocabError, load_vocab
     try:
-      teacher = load_vocab(FLAGS.teacher_vocab)
+      teacher = load_vocab(options.teacher_vocab)
     except VocabError as e:
       sys.exit(f"error: --teacher_vocab {e}")
-  print(f"Learning a {FLAGS.vocab_size}-piece vocabulary from "
-        f"{', '.join(FLAGS.corpus)}...", flush=True)
+  print(f"Learning a {options.vocab_size}-piece vocabulary from "
+        f"{', '.join(options.corpus)}...", flush=True)
   try:
-    vocab = learn_vocabulary(FLAGS.corpus, FLAGS.vocab_size,
-                             FLAGS.do_lower_case, FLAGS.max_lines)
+    vocab = learn_vocabulary(options.corpus, options.vocab_size,
+                             options.do_lower_case, options.max_lines)
   except ValueError as e:  # names the file or the flag's value
     sys.exit(f"error: {e}")
   try:
-    write_vocab(vocab, FLAGS.output)
+    write_vocab(vocab, options.output)
   except OSError as e:  # e.g. the disk filled up while learning
-    sys.exit(f"error: --output {FLAGS.output}: cannot write it "
+    sys.exit(f"error: --output {options.output}: cannot write it "
              f"({e.strerror})")
-  print(f"Wrote {len(vocab)} pieces to {FLAGS.output}")
+  print(f"Wrote {len(vocab)} pieces to {options.output}")
   if teacher:
     print(f"Teacher vocabulary ({len(teacher)} pieces) holds "
           f"{100 * overlap(vocab, teacher):.1f}% of them "

@@ -22,13 +22,15 @@ flags (`with_defaults` gives the options a bare command line would, and
 The flag's kind follows the field's type: bool, int, float, str (an enum
 with `choices`), tuple (a comma-separated list; its values are checked
 against `choices` when given). A field made without `option` is no flag
-(set it with `from_flags(..., name=value)`). A subclass gives an inherited
-option its own default with `redefault`. List
+(set it with `from_flags(..., name=value)`). A field named after a Python
+keyword takes a trailing underscore: `from_` is --from. A subclass gives an
+inherited option its own default with `redefault`. List
 flags become tuples, so the options cannot change under the code they are
 handed to.
 """
 
 import dataclasses
+import keyword
 import types
 import typing
 
@@ -59,6 +61,14 @@ def redefault(base_class, name, default):
   if isinstance(default, list):
     default = tuple(default)
   return dataclasses.field(default=default, metadata=field.metadata)
+
+
+def flag_name(field):
+  """The flag of an option field: its name, less the trailing underscore
+  of a Python keyword (`from_` is --from)."""
+  name = field.name
+  keyword_ = name.endswith("_") and keyword.iskeyword(name[:-1])
+  return name[:-1] if keyword_ else name
 
 
 def option_fields(options_class):
@@ -97,25 +107,26 @@ def define_flags(options_class, flag_values=flags.FLAGS):
   required = []
   for field in option_fields(options_class):
     kind, default, help, choices, needed = flag_spec(field, options_class)  # pylint: disable=redefined-builtin
+    name = flag_name(field)
     if kind == "enum":
-      flags.DEFINE_enum(field.name, default, list(choices), help,
+      flags.DEFINE_enum(name, default, list(choices), help,
                         flag_values=flag_values)
     elif kind == "list":
       if choices:
         help = f"{help} (of: {', '.join(choices)})"
-      flags.DEFINE_list(field.name, None if default is None else list(default),
+      flags.DEFINE_list(name, None if default is None else list(default),
                         help, flag_values=flag_values)
       if choices:
         flags.register_validator(
-            field.name, lambda items, allowed=choices: all(
+            name, lambda items, allowed=choices: all(
                 item in allowed for item in items or ()),
-            f"--{field.name} takes only {', '.join(choices)}",
+            f"--{name} takes only {', '.join(choices)}",
             flag_values=flag_values)
     else:
       define = getattr(flags, f"DEFINE_{kind}")
-      define(field.name, default, help, flag_values=flag_values)
+      define(name, default, help, flag_values=flag_values)
     if needed:
-      required.append(field.name)
+      required.append(name)
   for name in required:
     flags.mark_flag_as_required(name, flag_values=flag_values)
 
@@ -131,10 +142,11 @@ def from_flags(options_class, flag_values=flags.FLAGS, **values):
   `define_flags`."""
   for field in option_fields(options_class):
     if field.name not in values:
-      if field.name not in flag_values:
-        raise KeyError(f"option --{field.name} of {options_class.__name__} "
+      name = flag_name(field)
+      if name not in flag_values:
+        raise KeyError(f"option --{name} of {options_class.__name__} "
                        "is not a defined flag (define_flags?)")
-      values[field.name] = _frozen(flag_values[field.name].value)
+      values[field.name] = _frozen(flag_values[name].value)
   return options_class(**values)
 
 

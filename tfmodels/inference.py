@@ -6,10 +6,17 @@ scores, ...) beside the head's, and a call holds them all until it ends:
 `convert_tflite` of its QA model peaked at 11.8 GB scoring the dev set.
 Here the model computes only the outputs asked for (`outputs_only`: the
 encoder's other tensors are freed as its layers go), on batches of at most
-MAX_TOKENS positions, and with `trim` on the real rows only: a batch is
-cut after its longest row plus one padding position (which MobileBERT's
-3-gram embedding reads), as no metric reads the outputs at padding. The
-same command now peaks at 2.3 GB.
+MAX_TOKENS positions and MAX_PAIRS query-key pairs (rows x length^2: the
+attention scores grow with the square of the length), and with `trim` on
+the real rows only: a batch is cut after its longest row plus one padding
+position (which MobileBERT's 3-gram embedding reads), as no metric reads
+the outputs at padding.
+
+The pair bound matters beyond the call: TensorFlow's CPU allocator keeps
+the largest batch's memory for the rest of the process, which the TFLite
+converter cannot reuse. `convert_tflite` compares 32 untrimmed rows of
+MiniLM at L = 384 with TFLite: in batches of 21 rows that kept 0.8 GB,
+one row at a time 40 MB (and the command's peak fell from 2.9 to 2.2 GB).
 
     for rows, outputs in output_batches(model, features, ["start_logits"]):
       ...
@@ -23,6 +30,10 @@ from tfmodels.models import outputs_only
 
 INPUTS = ("input_ids", "input_mask", "segment_ids")
 MAX_TOKENS = 8192  # positions per batch: 21 rows at L = 384, 64 at L = 128
+# Query-key pairs per batch (rows x run length^2): 16 rows at L = 128, one
+# at 384 or 512; trimmed WordNet QA dev batches (21 rows of at most 109
+# positions at L = 384) fit whole.
+MAX_PAIRS = 1 << 18
 MAX_ROWS = 64
 
 
@@ -32,7 +43,14 @@ def model_inputs(features):
 
 
 def rows_per_batch(seq_length, max_tokens=MAX_TOKENS, max_rows=MAX_ROWS):
+  """Rows a batch starts from: at most `max_tokens` positions of L."""
   return max(1, min(max_rows, max_tokens // max(seq_length, 1)))
+
+
+def rows_within_pairs(rows, length, max_pairs=MAX_PAIRS):
+  """At most `rows` rows, and no more than `max_pairs` query-key pairs
+  (rows x length^2) when each runs `length` positions (one row at least)."""
+  return max(1, min(rows, max_pairs // max(length, 1) ** 2))
 
 
 def _sequence_outputs(model, keys):
@@ -47,7 +65,7 @@ def _sequence_outputs(model, keys):
 
 
 def output_batches(model, features, keys, trim=False,
-                   max_tokens=MAX_TOKENS):
+                   max_tokens=MAX_TOKENS, max_pairs=MAX_PAIRS):
   """Yields (rows slice, {key: numpy outputs}) batch by batch. With `trim`
   (and a model that takes any length), positions after a batch's longest
   row + 1 are not run, and sequence outputs are zero there."""
@@ -57,12 +75,23 @@ def output_batches(model, features, keys, trim=False,
   seq_length = np.shape(inputs["input_ids"])[1] if n else 0
   sequence = _sequence_outputs(model_of_keys, keys) if trim else None
   step = rows_per_batch(seq_length, max_tokens)
-  for begin in range(0, n, step):
-    rows = slice(begin, min(n, begin + step))
-    length = seq_length
-    if sequence is not None:
-      longest = int(np.asarray(inputs["input_mask"][rows]).sum(-1).max())
-      length = min(seq_length, longest + 1)
+  real = None if sequence is None else np.asarray(
+      inputs["input_mask"]).sum(-1)
+
+  def run_length(begin, end):
+    if real is None:
+      return seq_length
+    return min(seq_length, int(real[begin:end].max()) + 1)
+
+  begin = 0
+  while begin < n:
+    end = min(n, begin + step)
+    length = run_length(begin, end)
+    fit = rows_within_pairs(end - begin, length, max_pairs)
+    if fit < end - begin:  # fewer rows; they run no longer than before
+      end = begin + fit
+      length = run_length(begin, end)
+    rows, begin = slice(begin, end), end
     result = model_of_keys({k: tf.constant(np.asarray(v[rows])[:, :length])
                             for k, v in inputs.items()}, training=False)
     out = {k: result[k].numpy() for k in keys}
@@ -72,10 +101,12 @@ def output_batches(model, features, keys, trim=False,
     yield rows, out
 
 
-def predict(model, features, keys, trim=False, max_tokens=MAX_TOKENS):
+def predict(model, features, keys, trim=False, max_tokens=MAX_TOKENS,
+            max_pairs=MAX_PAIRS):
   """{key: outputs over every row}, concatenated."""
   out = {k: [] for k in keys}
-  for _, batch in output_batches(model, features, keys, trim, max_tokens):
+  for _, batch in output_batches(model, features, keys, trim, max_tokens,
+                                 max_pairs):
     for k, value in batch.items():
       out[k].append(value)
   return {k: np.concatenate(v) for k, v in out.items()}

@@ -21,6 +21,7 @@ import sys
 
 from absl import app, flags
 
+from tfmodels.command_options import define_flags, from_flags, option
 from tfmodels.configs import ConfigError, ModelConfig, load_config
 from tfmodels.layers.embeddings import embedding_layout
 from tfmodels.layers.kronecker import kronecker_macs
@@ -323,22 +324,32 @@ def format_report(counts: dict, comparisons: list[dict]) -> str:
 
 
 FLAGS = flags.FLAGS
-flags.DEFINE_integer("seq_len", 128, "Sequence length for the FLOP count.")
-flags.DEFINE_bool("json", False, "Print one JSON object per config.")
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class SummaryOptions:
+  """The command line, one option per flag (the configs are its
+  arguments); `main` builds it with `command_options.from_flags`."""
+  seq_len: int = option(128, "Sequence length for the FLOP count.")
+  json: bool = option(False, "Print one JSON object per config.")
+
+
+define_flags(SummaryOptions)
 
 
 def main(argv):
+  options = from_flags(SummaryOptions, FLAGS)
   paths = argv[1:]
   if not paths:
     raise app.UsageError("give one or more config JSON files (or shipped names)")
   for path in paths:
     try:
-      counts = count(load_config(path), FLAGS.seq_len)
+      counts = count(load_config(path), options.seq_len)
     except ConfigError as e:
       print(f"error: {e}", file=sys.stderr)
       sys.exit(2)
     comparisons = compare_with_papers(counts)
-    if FLAGS.json:
+    if options.json:
       print(json.dumps(dict(counts, paper=comparisons)))
     else:
       print(format_report(counts, comparisons) + "\n")

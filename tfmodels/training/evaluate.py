@@ -14,31 +14,43 @@ made from held-out text) it prints masked-LM accuracy / loss and NSP / SOP accur
 a `pretrain` or `distill` run. Output is JSON.
 """
 
+import dataclasses
 import json
 import os
 import sys
 
 from absl import app, flags, logging
 
+from tfmodels.command_options import define_flags, from_flags, option
 from tfmodels.sigterm import exit_on_sigterm
 
 FLAGS = flags.FLAGS
-flags.DEFINE_string("model_dir", None, "A finetune run directory.")
-flags.DEFINE_string("data_dir", None, "Directory of the task's files.")
-flags.DEFINE_string("split", "dev", "Split to score (dev, test, ...).")
-flags.DEFINE_string("vocab_file", None, "The run's vocab.txt (default: the "
-                    "one task.json names); refused unless it is the "
-                    "vocabulary the run recorded.")
-flags.DEFINE_string("output", None, "Also write the metrics JSON here.")
-flags.DEFINE_bool("overwrite", False, "Replace an existing --output.")
-flags.DEFINE_string("pretraining_data", None, "Held-out pre-training shards "
-                    "(instead of --data_dir): MLM / NSP metrics.")
-flags.mark_flag_as_required("model_dir")
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class EvaluateOptions:
+  """The command line, one option per flag; `main` builds it with
+  `command_options.from_flags`."""
+  model_dir: str = option(None, "A finetune run directory.", required=True)
+  data_dir: str | None = option(None, "Directory of the task's files.")
+  split: str = option("dev", "Split to score (dev, test, ...).")
+  vocab_file: str | None = option(
+      None, "The run's vocab.txt (default: the one task.json names); "
+      "refused unless it is the vocabulary the run recorded.")
+  output: str | None = option(None, "Also write the metrics JSON here.")
+  overwrite: bool = option(False, "Replace an existing --output.")
+  pretraining_data: str | None = option(
+      None, "Held-out pre-training shards (instead of --data_dir): MLM / "
+      "NSP metrics.")
+
+
+define_flags(EvaluateOptions)
 
 
 def main(argv):
   if len(argv) > 1:
     raise app.UsageError(f"unexpected arguments: {' '.join(argv[1:])}")
+  options = from_flags(EvaluateOptions, FLAGS)
   logging.set_verbosity(logging.WARNING)
   from tfmodels.checkpoints.model_dir import load_model_dir, read_task_spec
   from tfmodels.staging import OutputError, lock_until_exit, write_file
@@ -46,31 +58,31 @@ def main(argv):
   from tfmodels.tokenization import VocabError, WordPieceTokenizer
   from tfmodels.training.tasks import make_task
   from tfmodels.vocab_record import resolve
-  if (FLAGS.data_dir is None) == (FLAGS.pretraining_data is None):
+  if (options.data_dir is None) == (options.pretraining_data is None):
     sys.exit("error: give exactly one of --data_dir and --pretraining_data")
-  if FLAGS.output:  # before scoring, which can take long
-    if os.path.exists(FLAGS.output) and not FLAGS.overwrite:
-      sys.exit(f"error: --output {FLAGS.output} exists (pass --overwrite)")
-    if os.path.isdir(FLAGS.output):
-      sys.exit(f"error: --output {FLAGS.output} is a directory")
+  if options.output:  # before scoring, which can take long
+    if os.path.exists(options.output) and not options.overwrite:
+      sys.exit(f"error: --output {options.output} exists (pass --overwrite)")
+    if os.path.isdir(options.output):
+      sys.exit(f"error: --output {options.output} is a directory")
     try:
-      lock_until_exit(FLAGS.output, "--output")  # writable, one writer
+      lock_until_exit(options.output, "--output")  # writable, one writer
     except OutputError as e:
       sys.exit(f"error: {e}")
   try:
-    spec = None if FLAGS.pretraining_data else read_task_spec(
-        FLAGS.model_dir)
+    spec = None if options.pretraining_data else read_task_spec(
+        options.model_dir)
     if spec is not None:  # before the model loads: the cheap check first
-      vocab_file = resolve(FLAGS.model_dir, FLAGS.vocab_file)
-    model, config, head = load_model_dir(FLAGS.model_dir)
-    if FLAGS.pretraining_data:
+      vocab_file = resolve(options.model_dir, options.vocab_file)
+    model, config, head = load_model_dir(options.model_dir)
+    if options.pretraining_data:
       if head.kind != "pretrainer":
-        raise ValueError(f"--model_dir {FLAGS.model_dir} has a {head.kind} "
+        raise ValueError(f"--model_dir {options.model_dir} has a {head.kind} "
                          "head, not MLM + NSP")
       from tfmodels.training.mlm_eval import evaluate_pretraining
-      results = evaluate_pretraining(model, FLAGS.pretraining_data)
+      results = evaluate_pretraining(model, options.pretraining_data)
     else:
-      named = "--vocab_file" if FLAGS.vocab_file else "task.json vocab_file"
+      named = "--vocab_file" if options.vocab_file else "task.json vocab_file"
       try:
         tokenizer = WordPieceTokenizer(vocab_file)
       except VocabError as e:
@@ -79,15 +91,15 @@ def main(argv):
         raise ValueError(f"{named} {vocab_file} has "
                          f"{len(tokenizer)} pieces but the model's "
                          f"vocab_size is {config.vocab_size}")
-      task = make_task(spec["task"], FLAGS.data_dir, tokenizer,
+      task = make_task(spec["task"], options.data_dir, tokenizer,
                        spec["max_seq_length"])
-      results = task.evaluate(model, FLAGS.split)
+      results = task.evaluate(model, options.split)
   except (ConfigError, VocabError, ValueError, OSError, KeyError) as e:
     sys.exit(f"error: {e}")
   text = json.dumps(results, indent=2)
   print(text)
-  if FLAGS.output:
-    write_file(FLAGS.output, text + "\n")
+  if options.output:
+    write_file(options.output, text + "\n")
 
 
 def run():

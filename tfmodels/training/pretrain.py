@@ -50,41 +50,38 @@ import sys
 
 from absl import app, flags, logging
 
-from tfmodels.command_options import from_flags
+from tfmodels.command_options import define_flags, from_flags, option
 from tfmodels.flag_checks import nonfinite_float_flag
 from tfmodels.sigterm import exit_on_sigterm
 from tfmodels.training.run_flags import (RunOptions, check_run_flags,
-                                         define_run_flags,
                                          optimizer_from_options,
                                          set_precision)
 
 FLAGS = flags.FLAGS
-flags.DEFINE_string("config", None, "Model config: a shipped name or a JSON.")
-flags.DEFINE_string("train_data", None, "Directory of pre-training shards.")
-flags.DEFINE_string("model_dir", None, "Checkpoints and summaries.")
-define_run_flags(train_steps=1000, learning_rate=1e-3)
-flags.DEFINE_string("init_student_embeddings_from", None,
-                    "Mixed-vocabulary stage II: a stage-I run whose student "
-                    "embeddings start this model's word embeddings.")
-flags.DEFINE_string("init_from", None,
-                    "Fresh run only: a model directory or a named teacher "
-                    "(all-minilm-l6-v2) whose weights start the same-named "
-                    "weights of --config; its new parts (a mixed-vocabulary "
-                    "teacher's student table and projection, MLM heads an "
-                    "encoder lacks) start fresh. See the module docstring.")
-for _name in ("config", "train_data", "model_dir"):
-  flags.mark_flag_as_required(_name)
 
 
-@dataclasses.dataclass(frozen=True)
+@dataclasses.dataclass(frozen=True, kw_only=True)
 class PretrainOptions(RunOptions):
-  """The command line, one field per flag (the shared ones from
-  `RunOptions`); `main` builds it with `command_options.from_flags`."""
-  config: str
-  train_data: str
-  model_dir: str
-  init_student_embeddings_from: str | None
-  init_from: str | None
+  """The command line, one option per flag (the shared ones from
+  `RunOptions`, at their defaults); `main` builds it with
+  `command_options.from_flags`."""
+  config: str = option(None, "Model config: a shipped name or a JSON.",
+                       required=True)
+  train_data: str = option(None, "Directory of pre-training shards.",
+                           required=True)
+  model_dir: str = option(None, "Checkpoints and summaries.", required=True)
+  init_student_embeddings_from: str | None = option(
+      None, "Mixed-vocabulary stage II: a stage-I run whose student "
+      "embeddings start this model's word embeddings.")
+  init_from: str | None = option(
+      None, "Fresh run only: a model directory or a named teacher "
+      "(all-minilm-l6-v2) whose weights start the same-named weights of "
+      "--config; its new parts (a mixed-vocabulary teacher's student table "
+      "and projection, MLM heads an encoder lacks) start fresh. See the "
+      "module docstring.")
+
+
+define_flags(PretrainOptions)
 
 
 def pretraining_loss(model, teacher_vocab_size=None):
