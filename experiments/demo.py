@@ -11,9 +11,10 @@ every command, so any step can be re-run by hand):
                 `finetune`: teacher_qa, teacher_spam);
   2. carve      a student carved out of each fine-tuned teacher by
                 `tfmodels.training.compress` (demo_steps.CARVED_STUDENT: the
-                best 6 of 12 heads, the FFN cut to 40% of the teacher's
-                encoder parameters, the word table at rank 128, NoNorm and
-                relu for LayerNorm and gelu, then feature-map recovery);
+                best 6 of 12 heads and 512 of 1536 FFN neurons per layer,
+                the word table at rank 128, 37% of the teacher's encoder
+                parameters; NoNorm and relu for LayerNorm and gelu, then
+                feature-map recovery);
   3. finetune   the carved students' task stage (carved_qa, carved_spam):
                 distilled from the fine-tuned teacher of the same task
                 (`--task_kd prediction`: soft targets + labels);
@@ -46,7 +47,7 @@ import os
 import sys
 import time
 
-from absl import app, flags
+from absl import app
 
 from experiments import experiment
 from experiments.demo_steps import (SCALES, STAGES, DemoError,
@@ -54,35 +55,34 @@ from experiments.demo_steps import (SCALES, STAGES, DemoError,
                                              data_dirs, expand_force,
                                              find_phone)
 from experiments.pipeline import StepError, run_steps, sole_writer
-from tfmodels.command_options import from_flags
+from tfmodels.command_options import define_flags, from_flags, option
 from tfmodels.flag_checks import refuse_nonfinite_floats
 from tfmodels.sigterm import exit_on_sigterm
 from tfmodels.staging import write_file
 
-experiment.define_flags(
-    "Where everything goes.", default_output_dir="demo_output", jobs=2,
-    force="Stages or steps to re-run even if done (see --helpfull for the "
-    "names), e.g. convert,report.")
-flags.DEFINE_bool("tiny", False, "Tiny models and data slices (for tests).")
-flags.DEFINE_float("memory_budget_gb", 12.0, "Steps start side by side "
-                   "only while their measured peak memories add up to at "
-                   "most this (default: a 16 GB laptop with 4 GB left for "
-                   "the rest).")
-flags.DEFINE_string("benchmark_binary", None, "LiteRT's benchmark_model for "
-                    "the phone's ABI: with it, and a device in `adb "
-                    "devices`, the models are also benchmarked on the phone.")
-flags.DEFINE_string("serial", None, "adb serial when several devices are "
-                    "attached.")
-
-
-@dataclasses.dataclass(frozen=True)
+@dataclasses.dataclass(frozen=True, kw_only=True)
 class Options(experiment.Options):
-  output_dir: str = "demo_output"
-  jobs: int = 2
-  tiny: bool = False
-  memory_budget_gb: float = 12.0
-  benchmark_binary: str | None = None
-  serial: str | None = None
+  """The demo's flags: the experiments' common ones, then its own."""
+  output_dir: str = experiment.output_dir_option("Where everything goes.",
+                                                 default="demo_output")
+  jobs: int = experiment.jobs_option(2)
+  force: tuple = experiment.force_option(
+      "Stages or steps to re-run even if done (see --helpfull for the "
+      "names), e.g. convert,report.")
+  tiny: bool = option(False, "Tiny models and data slices (for tests).")
+  memory_budget_gb: float = option(
+      12.0, "Steps start side by side only while their measured peak "
+      "memories add up to at most this (default: a 16 GB laptop with 4 GB "
+      "left for the rest).")
+  benchmark_binary: str | None = option(
+      None, "LiteRT's benchmark_model for the phone's ABI: with it, and a "
+      "device in `adb devices`, the models are also benchmarked on the "
+      "phone.")
+  serial: str | None = option(None, "adb serial when several devices are "
+                              "attached.")
+
+
+define_flags(Options)
 
 
 def main(argv):

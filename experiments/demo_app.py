@@ -15,31 +15,40 @@ twin's answer, its exact match / F1 and its model time. Each passage is
 written under passages/ for the command-line twin.
 """
 
+import dataclasses
 import json
 import os
 import shutil
 import subprocess
 import sys
 
-from absl import app, flags
+from absl import app
 
 from experiments.paths import REPO
+from tfmodels.command_options import define_flags, from_flags, option
 from tfmodels.data import squad
 from tfmodels.process_lifetime import die_with_parent
 from tfmodels.staging import staged_path, write_file
 
-FLAGS = flags.FLAGS
-flags.DEFINE_string("model", None, "Converted QA model (.tflite).")
-flags.DEFINE_string("vocab", None, "Its vocab.txt (default: the one the "
-                    "model carries; refused unless it is that one).")
-flags.DEFINE_string("qa_dir", None, "SQuAD-format directory; questions come "
-                    "from its dev split.")
-flags.DEFINE_integer("questions", 3, "Questions to ask.")
-flags.DEFINE_string("output_dir", None, "Where the app's files go.")
-flags.DEFINE_string("task_library_python", None, "Python of the virtual "
-                    "environment holding tflite-support (`make setup` makes "
-                    ".venv-task): with it the same questions also go to the "
-                    "TFLite Task Library's BertQuestionAnswerer.")
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class AppOptions:
+  """demo_app's flags; REQUIRED are checked by `main` (one line each,
+  where absl's check prints two)."""
+  model: str | None = option(None, "Converted QA model (.tflite).")
+  vocab: str | None = option(None, "Its vocab.txt (default: the one the "
+                             "model carries; refused unless it is that "
+                             "one).")
+  qa_dir: str | None = option(None, "SQuAD-format directory; questions come "
+                              "from its dev split.")
+  questions: int = option(3, "Questions to ask.")
+  output_dir: str | None = option(None, "Where the app's files go.")
+  task_library_python: str | None = option(
+      None, "Python of the virtual environment holding tflite-support "
+      "(`make setup` makes .venv-task): with it the same questions also go "
+      "to the TFLite Task Library's BertQuestionAnswerer.")
+
+
+define_flags(AppOptions)
 REQUIRED = ("model", "qa_dir", "output_dir")
 
 MODEL_NAME, VOCAB_NAME = "qa_model.tflite", "vocab.txt"
@@ -142,47 +151,48 @@ def ask_task_library(python, model, questions, directory):
 def main(argv):
   if len(argv) > 1:
     sys.exit(f"error: unexpected arguments: {' '.join(argv[1:])}")
+  options = from_flags(AppOptions)
   for flag in REQUIRED:  # one line each, where absl's check prints two
-    if not FLAGS[flag].value:
+    if not getattr(options, flag):
       sys.exit(f"error: --{flag} is required")
   for flag in ("model", "vocab"):
-    if FLAGS[flag].value is not None and not os.path.isfile(
-        FLAGS[flag].value):
-      sys.exit(f"error: --{flag} {FLAGS[flag].value}: no such file")
-  if FLAGS.questions < 1:
+    path = getattr(options, flag)
+    if path is not None and not os.path.isfile(path):
+      sys.exit(f"error: --{flag} {path}: no such file")
+  if options.questions < 1:
     sys.exit("error: --questions must be >= 1")
-  python = FLAGS.task_library_python
+  python = options.task_library_python
   if python and not os.access(python, os.X_OK):
     sys.exit(f"error: --task_library_python {python}: not an executable "
              "(make setup makes .venv-task/bin/python)")
   from experiments.pipeline import check_output_dir
   from tfmodels.staging import OutputError
   try:
-    check_output_dir(FLAGS.output_dir)
+    check_output_dir(options.output_dir)
   except OutputError as e:
     sys.exit(f"error: {e}")
   from tfmodels.data.squad_metrics import (exact_match_score, f1_score,
                                            normalize_answer)
   try:
-    questions = pick_questions(FLAGS.qa_dir, FLAGS.questions)
+    questions = pick_questions(options.qa_dir, options.questions)
   except (squad.SquadError, StopIteration, OSError) as e:
-    sys.exit(f"error: --qa_dir {FLAGS.qa_dir}: no readable dev split ({e})")
+    sys.exit(f"error: --qa_dir {options.qa_dir}: no readable dev split ({e})")
   from android_bench.qa_app import QaAppError
   from converters.metadata import associated_file
   try:  # before anything is written: the model and its vocabulary
-    ask = twin(FLAGS.model, FLAGS.vocab)
+    ask = twin(options.model, options.vocab)
   except QaAppError as e:
     sys.exit(f"error: {e}")
-  out = FLAGS.output_dir
+  out = options.output_dir
   os.makedirs(os.path.join(out, "passages"), exist_ok=True)
   model, vocab = os.path.join(out, MODEL_NAME), os.path.join(out, VOCAB_NAME)
-  _copy(FLAGS.model, model)
-  if FLAGS.vocab:
-    _copy(FLAGS.vocab, vocab)
+  _copy(options.model, model)
+  if options.vocab:
+    _copy(options.vocab, vocab)
   else:  # the one the model carries (twin() found it)
-    write_file(vocab, associated_file(FLAGS.model))
+    write_file(vocab, associated_file(options.model))
   write_file(os.path.join(out, "README.md"),
-             readme(os.path.abspath(out), FLAGS.model))
+             readme(os.path.abspath(out), options.model))
   print(f"app files: {model}, {vocab}", flush=True)
   answers = []
   for i, q in enumerate(questions, 1):
@@ -210,7 +220,7 @@ def main(argv):
     print(f"Task Library: {task_library['agree']} of {len(answers)} "
           "answers the same as the twin's", flush=True)
   write_file(os.path.join(out, ANSWERS), json.dumps(
-      {"model": os.path.abspath(FLAGS.model), "answers": answers,
+      {"model": os.path.abspath(options.model), "answers": answers,
        "task_library": task_library}, indent=2))
 
 

@@ -11,25 +11,31 @@ between documents, spam TSVs with their header, SQuAD JSON), so the commands
 read them exactly as they read data/.
 """
 
+import dataclasses
 import json
 import os
 import sys
 
-from absl import app, flags
+from absl import app
 
 from experiments.paths import DATA
+from tfmodels.command_options import define_flags, from_flags, option
 from tfmodels.data import squad
 from tfmodels.data.text_io import open_text, read_documents
 from tfmodels.staging import write_file
 
 
-FLAGS = flags.FLAGS
-flags.DEFINE_string("output_dir", None, "Where the slices go.")
-flags.DEFINE_integer("pretraining_documents", 40, "Training documents kept "
-                     "(a quarter as many held-out ones).")
-flags.DEFINE_list("spam_rows", ["64", "40"], "Spam rows kept: train,dev.")
-flags.DEFINE_list("qa_questions", ["200", "30"], "QA questions kept: "
-                  "train,dev.")
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class SliceOptions:
+  output_dir: str | None = option(None, "Where the slices go.")
+  pretraining_documents: int = option(40, "Training documents kept (a "
+                                      "quarter as many held-out ones).")
+  spam_rows: tuple = option(("64", "40"), "Spam rows kept: train,dev.")
+  qa_questions: tuple = option(("200", "30"), "QA questions kept: "
+                               "train,dev.")
+
+
+define_flags(SliceOptions)
 
 
 def slice_pretraining(source, target, n_documents):
@@ -85,23 +91,24 @@ def write_slices(directory, pretraining_documents, spam_rows, qa_questions):
 def main(argv):
   if len(argv) > 1:
     sys.exit(f"error: unexpected arguments: {' '.join(argv[1:])}")
+  options = from_flags(SliceOptions)
   from experiments.pipeline import check_output_dir
   from tfmodels.staging import OutputError
   try:
-    check_output_dir(FLAGS.output_dir)
+    check_output_dir(options.output_dir)
   except OutputError as e:
     sys.exit(f"error: {e}")
   try:
-    spam, qa = ([int(n) for n in FLAGS[name].value]
-                for name in ("spam_rows", "qa_questions"))
+    spam, qa = ([int(n) for n in counts]
+                for counts in (options.spam_rows, options.qa_questions))
   except ValueError:
     sys.exit("error: --spam_rows and --qa_questions take two integers")
   if len(spam) != 2 or len(qa) != 2 or min(spam + qa) < 2 or (
-      FLAGS.pretraining_documents < 1):
+      options.pretraining_documents < 1):
     sys.exit("error: --spam_rows and --qa_questions take two integers >= 2, "
              "--pretraining_documents one >= 1")
-  counts = write_slices(FLAGS.output_dir, FLAGS.pretraining_documents, spam,
-                        qa)
+  counts = write_slices(options.output_dir, options.pretraining_documents,
+                        spam, qa)
   print(", ".join(f"{k}: {v}" for k, v in counts.items()))
 
 

@@ -8,21 +8,29 @@ number in the report) under OUTPUT_DIR/report/. Missing pieces show as
 n/a, so a half-finished demo still reports.
 """
 
+import dataclasses
 import json
 import os
 import sys
 
-from absl import app, flags
+from absl import app
 
 from android_bench.plotting import pyplot, save_figure
+from tfmodels.command_options import define_flags, from_flags, option
 from tfmodels.staging import write_file
 from experiments.paths import REPO
 from experiments.demo_results import LABELS, TASKS, collect
 from experiments.demo_steps import (DEMO_MODES, MODELS, STUDENT,
                                     STUDENT_RECORD, size_key, task_step)
 
-FLAGS = flags.FLAGS
-flags.DEFINE_string("output_dir", "demo_output", "The demo's output.")
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class ReportOptions:
+  output_dir: str = option("demo_output", "The demo's output.")
+
+
+define_flags(ReportOptions)
+
 
 COLORS = {"teacher": "tab:blue", STUDENT: "tab:orange"}
 SHORT = {"teacher": "MiniLM\nteacher", STUDENT: f"{STUDENT}\nstudent"}
@@ -178,7 +186,8 @@ def _table(header, rows):
   return "\n".join(lines) + "\n"
 
 
-def _latency(summary, model, mode, target="host", threads=1):
+def _latency_ms(summary, model, mode, target="host", threads=1):
+  """The median ms of a model's mode, or None where it was not timed."""
   for r in summary["latency"]:
     if (r["target"], r["model"], r["mode"], r["threads"]) == (
         target, model, mode, threads) and r["latency_ms"] is not None:
@@ -202,7 +211,7 @@ def highlights(summary):
             f"; the teacher's is {teacher['modes']['float32']['size_mb']:.1f}"
             " MB in float32." if teacher and "float32" in teacher["modes"]
             else "."))
-  times = {(m, mode): _latency(summary, m, mode)
+  times = {(m, mode): _latency_ms(summary, m, mode)
            for m in (student_qa, teacher_qa) for mode in DEMO_MODES}
   if all(times.values()):
     lines.append(
@@ -246,11 +255,28 @@ def highlights(summary):
 
 
 def markdown(summary, figures, out):
-  plan, models = summary["plan"], summary["models"]
+  """REPORT.md: its sections in reading order, every number from
+  `summary`; `figures` (key -> PNG path or None) are linked relative to
+  `out`."""
+  show = lambda key, alt: _figure(figures, out, key, alt)
+  doc = (_introduction(summary) + _headline(summary) + _carving(summary) +
+         _training(show) + _conversion(summary, show) +
+         _latency(summary, show) + _sizes(show) + _app(summary) +
+         _steps(summary))
+  return "\n".join(doc)
+
+
+def _figure(figures, out, key, alt):
+  """The figure as a Markdown image, or a note that it had no data."""
+  if not figures.get(key):
+    return f"({alt}: no data)\n"
+  return f"![{alt}]({os.path.relpath(figures[key], out)})\n"
+
+
+def _introduction(summary):
+  """The title, and what was run at which sizes, in how long."""
+  plan = summary["plan"]
   sizes = plan.get("sizes") or {}
-  rel = lambda p: os.path.relpath(p, out)
-  fig = lambda key, alt: (f"![{alt}]({rel(figures[key])})\n"
-                          if figures.get(key) else f"({alt}: no data)\n")
   timed = [s for s in summary["steps"] if s["seconds"] is not None]
   total = sum(s["seconds"] for s in timed)
   span = (max(s["finished"] for s in timed) -
@@ -280,14 +306,27 @@ def markdown(summary, figures, out):
   if plan.get("scale") == "tiny":
     doc.append("**Tiny run** (the test's setting): the numbers measure "
                "nothing; `make demo` gives the real ones.\n")
+  return doc
+
+
+def _headline(summary):
+  """The verdict, the models side by side, and the highlights."""
   v = summary["verdict"]
-  doc.append("## Headline\n")
-  doc.append(f"**Does the {STUDENT} student keep "
-             f"{v['target_qa_f1_share']:.0%} of the teacher's QA F1?** "
-             f"{v['text']}\n")
-  for line in v.get("lines", []):
-    doc.append(f"- {line}")
+  doc = ["## Headline\n",
+         f"**Does the {STUDENT} student keep "
+         f"{v['target_qa_f1_share']:.0%} of the teacher's QA F1?** "
+         f"{v['text']}\n"]
+  doc += [f"- {line}" for line in v.get("lines", [])]
+  doc += ["", _models_table(summary["models"]),
+          f"\n**Teacher vs {STUDENT} student.**\n",
+          _teacher_table(summary["teacher_vs_student"]), ""]
+  doc += [f"- {line}" for line in highlights(summary)]
   doc.append("")
+  return doc
+
+
+def _models_table(models):
+  """Each model's size, form and task scores."""
   rows = []
   for m in MODELS:
     r = models[m]
@@ -300,31 +339,33 @@ def markdown(summary, figures, out):
         p and f"{p['normalization']}, {p['act']}",
         _fmt(qa.get("f1")), _fmt(qa.get("exact_match")),
         _fmt(spam.get("accuracy"), scale=100)])
-  doc.append(_table(["model", "encoder params", "per layer",
-                     "norm, activation", "QA F1", "QA EM", "spam acc %"],
-                    rows))
-  doc.append(f"\n**Teacher vs {STUDENT} student.**\n")
-  doc.append(_teacher_table(summary["teacher_vs_student"]))
-  doc.append("")
-  for line in highlights(summary):
-    doc.append(f"- {line}")
-  doc.append("")
-  doc.append("## Carving\n")
-  doc.append(_carving_table(models[STUDENT].get("carving") or {},
-                            models["teacher"]["params"]))
-  doc.append(f"\nFrom `runs/{STUDENT}_*/model/carving.json` (`compress`: "
-             "importance scores, what each layer kept, factor errors); the "
-             "recovery loss is the feature-map + attention-transfer "
-             "distance to the teacher on the calibration examples.\n")
-  doc.append("## Training\n")
-  doc.append(fig("losses", "loss curves"))
-  doc.append("Fine-tuning loss (faint: every step; line: moving average). "
-             f"The {STUDENT} student's loss holds the soft-target term of "
-             "task-stage distillation as well as the labels' loss.\n")
-  doc.append(fig("tasks", "task metrics"))
-  doc.append("## Conversion and validation (Keras vs TFLite, float32 vs "
-             "int8)\n")
-  doc.append(fig("quantization", "float vs int8"))
+  return _table(["model", "encoder params", "per layer",
+                 "norm, activation", "QA F1", "QA EM", "spam acc %"], rows)
+
+
+def _carving(summary):
+  """What compress kept of the teacher, per task."""
+  models = summary["models"]
+  return ["## Carving\n",
+          _carving_table(models[STUDENT].get("carving") or {},
+                         models["teacher"]["params"]),
+          f"\nFrom `runs/{STUDENT}_*/model/carving.json` (`compress`: "
+          "importance scores, what each layer kept, factor errors); the "
+          "recovery loss is the feature-map + attention-transfer "
+          "distance to the teacher on the calibration examples.\n"]
+
+
+def _training(show):
+  """The fine-tuning curves and the task metrics."""
+  return ["## Training\n", show("losses", "loss curves"),
+          "Fine-tuning loss (faint: every step; line: moving average). "
+          f"The {STUDENT} student's loss holds the soft-target term of "
+          "task-stage distillation as well as the labels' loss.\n",
+          show("tasks", "task metrics")]
+
+
+def _conversion(summary, show):
+  """Each converted model per mode: size, metric, drop, ops left float."""
   rows = []
   for name, c in summary["conversions"].items():
     for mode in DEMO_MODES:
@@ -337,66 +378,82 @@ def markdown(summary, figures, out):
                    f"{r['max_abs_diff']:.2e}" if r["max_abs_diff"]
                    is not None else "n/a",
                    f"{r['float_ops']} / {r['ops']}", r["xnnpack"] or "n/a"])
-  doc.append(_table(["model", "mode", "MB", "Keras", "TFLite", "drop",
-                     "max abs diff", "ops still float", "XNNPACK nodes"],
-                    rows))
-  doc.append("\nThe full reports (ops, contract, model cards) are "
-             "`tflite/*/*_report.md`.\n")
-  doc.append("## Latency\n")
-  doc.append(fig("latency", "latency"))
+  return ["## Conversion and validation (Keras vs TFLite, float32 vs "
+          "int8)\n", show("quantization", "float vs int8"),
+          _table(["model", "mode", "MB", "Keras", "TFLite", "drop",
+                  "max abs diff", "ops still float", "XNNPACK nodes"], rows),
+          "\nThe full reports (ops, contract, model cards) are "
+          "`tflite/*/*_report.md`.\n"]
+
+
+def _latency(summary, show):
+  """Every benchmark cell; why there is no phone, if there is none."""
+  plan = summary["plan"]
   rows = [[r["target"] + (f" ({r['device']})" if r["device"] else ""),
            r["model"], r["mode"], r["threads"], r["delegate"],
            _fmt(r["latency_ms"], 3),
            "n/a" if r["low_ms"] is None else
            f"{r['low_ms']:.3f}..{r['high_ms']:.3f}", r["status"]]
           for r in summary["latency"]]
-  doc.append(_table(["where", "model", "mode", "threads", "delegate",
-                     "median ms", "p5..p95 ms", "status"], rows))
+  doc = ["## Latency\n", show("latency", "latency"),
+         _table(["where", "model", "mode", "threads", "delegate",
+                 "median ms", "p5..p95 ms", "status"], rows)]
   if not plan.get("phone"):
     doc.append(f"\nNo phone benchmark: {plan.get('no_phone')}. With a phone "
                "in `adb devices`, re-run with `--benchmark_binary "
                "PATH/TO/android_aarch64_benchmark_model`.\n")
-  doc.append("## Model sizes\n")
-  doc.append(fig("sizes", "model sizes"))
+  return doc
+
+
+def _sizes(show):
+  return ["## Model sizes\n", show("sizes", "model sizes")]
+
+
+def _app(summary):
+  """Where the app's files are, and the twin's (and the Task Library's)
+  answers."""
   app_ = summary["app"]
-  doc.append("## The Android app\n")
-  doc.append(f"`app_assets/qa_model.tflite` (the {STUDENT} student's int8 "
-             "QA model) and `app_assets/vocab.txt` are where the app's "
-             "Gradle build takes them (`-PqaModel`, `-PqaVocab`); "
-             "`app_assets/README.md` has the commands. The app's Python "
-             "twin (`python -m android_bench.qa_app`) answered:\n")
-  if app_:
-    library = app_.get("task_library")
-    if library:
-      doc.append(f"The same questions went to the TFLite Task Library's "
-                 f"`BertQuestionAnswerer` (tflite-support, the API the "
-                 f"Android app calls) with `app_assets/qa_model.tflite`: it "
-                 f"gave the twin's answer on {library['agree']} of "
-                 f"{len(app_['answers'])}.\n")
-    else:
-      doc.append("The Task Library's BertQuestionAnswerer was not asked "
-                 "(no .venv-task: `make setup` makes it).\n")
-    rows = [[a["question"], a["passage"].replace("|", "/"),
-             a["answers"][0], a["answer"] or "(no answer)",
-             _fmt(100 * a["f1"], 0),
-             a.get("task_library_answer", "n/a") or "(no answer)",
-             a["timing"]]
-            for a in app_["answers"]]
-    doc.append(_table(["question", "passage", "gold", "twin's answer",
-                       "F1", "Task Library's answer", "windows, time"],
-                      rows))
-  doc.append("## Steps\n")
+  doc = ["## The Android app\n",
+         f"`app_assets/qa_model.tflite` (the {STUDENT} student's int8 "
+         "QA model) and `app_assets/vocab.txt` are where the app's "
+         "Gradle build takes them (`-PqaModel`, `-PqaVocab`); "
+         "`app_assets/README.md` has the commands. The app's Python "
+         "twin (`python -m android_bench.qa_app`) answered:\n"]
+  if not app_:
+    return doc
+  library = app_.get("task_library")
+  if library:
+    doc.append(f"The same questions went to the TFLite Task Library's "
+               f"`BertQuestionAnswerer` (tflite-support, the API the "
+               f"Android app calls) with `app_assets/qa_model.tflite`: it "
+               f"gave the twin's answer on {library['agree']} of "
+               f"{len(app_['answers'])}.\n")
+  else:
+    doc.append("The Task Library's BertQuestionAnswerer was not asked "
+               "(no .venv-task: `make setup` makes it).\n")
+  rows = [[a["question"], a["passage"].replace("|", "/"),
+           a["answers"][0], a["answer"] or "(no answer)",
+           _fmt(100 * a["f1"], 0),
+           a.get("task_library_answer", "n/a") or "(no answer)",
+           a["timing"]]
+          for a in app_["answers"]]
+  doc.append(_table(["question", "passage", "gold", "twin's answer", "F1",
+                     "Task Library's answer", "windows, time"], rows))
+  return doc
+
+
+def _steps(summary):
+  """Each step's time, peak memory and command."""
   rows = [[s["stage"], s["name"], _fmt(s["seconds"], 0),
            _fmt(s.get("peak_memory_mb"), 0), f"`{_short(s['command'])}`"]
           for s in summary["steps"]]
-  doc.append(_table(["stage", "step", "seconds", "peak MB", "command"],
-                    rows))
-  doc.append("\nPeak MB: the step's peak resident memory when its `.done` "
-             "marker records one (`peak_rss_mb=N`), n/a otherwise.\n")
-  doc.append("\nEvery number above is in `report/summary.json`. Re-run "
-             "a step by deleting its output directory (the steps that "
-             "read it follow) or with `--force STEP`.\n")
-  return "\n".join(doc)
+  return ["## Steps\n",
+          _table(["stage", "step", "seconds", "peak MB", "command"], rows),
+          "\nPeak MB: the step's peak resident memory when its `.done` "
+          "marker records one (`peak_rss_mb=N`), n/a otherwise.\n",
+          "\nEvery number above is in `report/summary.json`. Re-run "
+          "a step by deleting its output directory (the steps that "
+          "read it follow) or with `--force STEP`.\n"]
 
 
 def _teacher_table(rows):
@@ -475,7 +532,7 @@ def write_report(out):
 def main(argv):
   if len(argv) > 1:
     raise app.UsageError(f"unexpected arguments: {' '.join(argv[1:])}")
-  out = os.path.abspath(FLAGS.output_dir)
+  out = os.path.abspath(from_flags(ReportOptions).output_dir)
   if not os.path.exists(os.path.join(out, "plan.json")):
     sys.exit(f"error: --output_dir {out}: no demo there (no plan.json)")
   print(f"report: {write_report(out)}")

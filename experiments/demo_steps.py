@@ -70,8 +70,10 @@ def size_key(field):
 # 1536 FFN neurons per layer, the word table as rank-128 factors (37% of
 # the teacher's encoder parameters), and MobileBERT's on-device form
 # (NoNorm fitted to each LayerNorm, relu for gelu). FFN 512 rather than the
-# 640 that 40% allows: its int8 runs in 43% of the teacher's time at
-# L = 384 instead of 49% (BUILD_NOTES, "Choosing the carved split").
+# 640 a budget of 40% of the parameters allows: its int8 runs in 43% of the
+# teacher's time at L = 384 instead of 49% (BUILD_NOTES, "Choosing the
+# carved split"). The demo's own: experiments/distill_from_minilm.py
+# declares the carves it measures in its CARVES.
 CARVED_STUDENT = ("--heads", 6, "--intermediate_size", 512, "--low_rank",
                   "word_embeddings=128", "--substitute",
                   "layernorm=nonorm,gelu=relu")
@@ -209,119 +211,160 @@ def data_dirs(scale, layout):
   return steps, {t: by_name[d] for t, _, d in TASKS}
 
 
+@dataclasses.dataclass
+class _Chain:
+  """What the demo's steps are built from, and the steps so far."""
+  scale: Scale
+  layout: Layout
+  task_data: dict  # task -> its data directory
+  data_inputs: tuple  # the slice steps' outputs (none: the shipped data)
+  steps: list
+
+  def memory_mb(self, name):
+    """The step's measured peak, or None (the scale has none for it)."""
+    return (self.scale.step_memory_mb or {}).get(name)
+
+  def add(self, name, *args, **kwargs):
+    """A step that starts over when re-run, with its measured peak."""
+    self.steps.append(Step(name, *args, clean=True,
+                           memory_mb=self.memory_mb(name), **kwargs))
+
+
 def build_steps(scale, layout, phone=None):
   """The demo as pipeline steps, in priority order (the QA chain first:
   the app, the conversions and the benchmark wait for it)."""
-  steps = []
-  memory = scale.step_memory_mb or {}
-  step = lambda name, *a, **k: steps.append(Step(
-      name, *a, clean=True, memory_mb=memory.get(name), **k))
   slice_steps, task_data = data_dirs(scale, layout)
-  steps += slice_steps
-  data_inputs = tuple(s.output for s in slice_steps)
-  steps.append(dataclasses.replace(
+  chain = _Chain(scale, layout, task_data,
+                 tuple(s.output for s in slice_steps), list(slice_steps))
+  chain.steps.append(dataclasses.replace(
       import_step(layout.run("teacher"), teacher=scale.teacher),
-      memory_mb=memory.get("teacher")))
-
-  def finetune(model, task):
-    """The teacher from its pretrained weights; the carved student from
-    its carved weights, with task-stage distillation from the fine-tuned
-    teacher of the same task (finetune --teacher_dir --task_kd
-    prediction: soft targets + labels)."""
-    name = task_step(model, task)
-    task_name, = [n for t, n, _ in TASKS if t == task]
-    if model == "teacher":
-      init, inputs, kd = layout.run("teacher"), (layout.run("teacher"),), ()
-      steps_, lr = (getattr(scale, f"teacher_{task}_steps"),
-                    scale.teacher_learning_rate)
-    else:
-      teacher = layout.finetuned(task_step("teacher", task))
-      init = layout.student_model(task)
-      # The carving step's directory holds the marker the pipeline
-      # compares; the model directory one level down has none.
-      inputs = (layout.carving(task), teacher)
-      kd = ("--teacher_dir", teacher, "--task_kd", "prediction")
-      steps_, lr = (getattr(scale, f"student_{task}_steps"),
-                    scale.student_learning_rate)
-    step(name, python_module(
-        "tfmodels.training.finetune", "--task", task_name, "--data_dir",
-        task_data[task], "--init_dir", init, "--model_dir",
-        layout.finetuned(name), "--vocab_file", VOCAB, "--max_seq_length",
-        (scale.qa_max_seq_length if task == "qa"
-         else scale.spam_max_seq_length),
-        "--train_steps", steps_, "--batch_size", scale.finetune_batch_size,
-        "--learning_rate", lr, "--checkpoint_every", 1000, "--log_every",
-        10, *kd), layout.finetuned(name), inputs + data_inputs)
-
-  def carve(task):
-    """The student cut out of the fine-tuned teacher of the task."""
-    teacher = layout.finetuned(task_step("teacher", task))
-    step(carve_step(task), python_module(
-        "tfmodels.training.compress", "--teacher_dir", teacher,
-        "--data_dir", task_data[task], "--model_dir",
-        layout.student_model(task), *CARVED_STUDENT, "--recover_steps",
-        scale.recover_steps, "--calibration_examples",
-        scale.calibration_examples, "--overwrite"),
-         layout.carving(task), (teacher,) + data_inputs)
-
-  def convert(model, task, scored=True, qat_steps=0):
-    """Converted and validated; `scored` also measures the task metric of
-    Keras and each .tflite on the dev set. The teacher's QA model is not
-    scored: MiniLM at L=384 costs minutes per pass over the dev set, and
-    its quality is its fine-tuning result (the same windows at L=128)."""
-    name = task_step(model, task)
-    length = (scale.qa_export_max_seq_length if task == "qa"
-              else scale.spam_max_seq_length)
-    data = (("--data_dir", task_data[task]) if scored else
-            ("--representative_data", _train_file(task_data[task])))
-    qat = ("--qat_steps", qat_steps) if qat_steps > 0 else ()
-    step(convert_step(model, task), python_module(
-        "converters.convert_tflite", "--model_dir", layout.finetuned(name),
-        *data, "--output_dir", layout.tflite(name), "--name", name,
-        "--modes", ",".join(DEMO_MODES), "--max_seq_length", length,
-        "--num_calibration_samples", scale.calibration_samples, *qat,
-        "--overwrite"), layout.tflite(name),
-         (layout.finetuned(name),) + data_inputs)
-
+      memory_mb=chain.memory_mb("teacher")))
   # The app's model first (its teacher before it), then the other
   # converted ones, then the rest.
+  _add_finetune(chain, "teacher", "qa")
+  _add_carve(chain, "qa")
+  _add_finetune(chain, STUDENT, "qa")
+  _add_convert(chain, STUDENT, "qa", qat_steps=scale.qat_steps)
+  _add_app(chain)
+  _add_finetune(chain, "teacher", "spam")
+  _add_carve(chain, "spam")
+  _add_finetune(chain, STUDENT, "spam")
+  _add_convert(chain, STUDENT, "spam")
+  _add_convert(chain, "teacher", "qa", scored=False)
+  _add_benchmarks(chain, phone)
+  chain.steps.append(Step("report", python_module(
+      "experiments.demo_report", "--output_dir", layout.out),
+      layout.path("report"), tuple(s.output for s in chain.steps)))
+  return chain.steps
+
+
+def _add_finetune(chain, model, task):
+  """The teacher from its pretrained weights; the carved student from
+  its carved weights, with task-stage distillation from the fine-tuned
+  teacher of the same task (finetune --teacher_dir --task_kd
+  prediction: soft targets + labels)."""
+  scale, layout = chain.scale, chain.layout
+  name = task_step(model, task)
+  task_name, = [n for t, n, _ in TASKS if t == task]
+  if model == "teacher":
+    init, inputs, kd = layout.run("teacher"), (layout.run("teacher"),), ()
+    steps, lr = (getattr(scale, f"teacher_{task}_steps"),
+                 scale.teacher_learning_rate)
+  else:
+    teacher = layout.finetuned(task_step("teacher", task))
+    init = layout.student_model(task)
+    # The carving step's directory holds the marker the pipeline
+    # compares; the model directory one level down has none.
+    inputs = (layout.carving(task), teacher)
+    kd = ("--teacher_dir", teacher, "--task_kd", "prediction")
+    steps, lr = (getattr(scale, f"student_{task}_steps"),
+                 scale.student_learning_rate)
+  command = python_module(
+      "tfmodels.training.finetune", "--task", task_name, "--data_dir",
+      chain.task_data[task], "--init_dir", init, "--model_dir",
+      layout.finetuned(name), "--vocab_file", VOCAB, "--max_seq_length",
+      (scale.qa_max_seq_length if task == "qa"
+       else scale.spam_max_seq_length),
+      "--train_steps", steps, "--batch_size", scale.finetune_batch_size,
+      "--learning_rate", lr, "--checkpoint_every", 1000, "--log_every",
+      10, *kd)
+  chain.add(name, command, layout.finetuned(name),
+            inputs + chain.data_inputs)
+
+
+def _add_carve(chain, task):
+  """The student cut out of the fine-tuned teacher of the task."""
+  scale, layout = chain.scale, chain.layout
+  teacher = layout.finetuned(task_step("teacher", task))
+  command = python_module(
+      "tfmodels.training.compress", "--teacher_dir", teacher,
+      "--data_dir", chain.task_data[task], "--model_dir",
+      layout.student_model(task), *CARVED_STUDENT, "--recover_steps",
+      scale.recover_steps, "--calibration_examples",
+      scale.calibration_examples, "--overwrite")
+  chain.add(carve_step(task), command, layout.carving(task),
+            (teacher,) + chain.data_inputs)
+
+
+def _add_convert(chain, model, task, scored=True, qat_steps=0):
+  """Converted and validated; `scored` also measures the task metric of
+  Keras and each .tflite on the dev set. The teacher's QA model is not
+  scored: MiniLM at L=384 costs minutes per pass over the dev set, and
+  its quality is its fine-tuning result (the same windows at L=128)."""
+  scale, layout = chain.scale, chain.layout
+  name = task_step(model, task)
+  length = (scale.qa_export_max_seq_length if task == "qa"
+            else scale.spam_max_seq_length)
+  data = (("--data_dir", chain.task_data[task]) if scored else
+          ("--representative_data", _train_file(chain.task_data[task])))
+  qat = ("--qat_steps", qat_steps) if qat_steps > 0 else ()
+  command = python_module(
+      "converters.convert_tflite", "--model_dir", layout.finetuned(name),
+      *data, "--output_dir", layout.tflite(name), "--name", name,
+      "--modes", ",".join(DEMO_MODES), "--max_seq_length", length,
+      "--num_calibration_samples", scale.calibration_samples, *qat,
+      "--overwrite")
+  chain.add(convert_step(model, task), command, layout.tflite(name),
+            (layout.finetuned(name),) + chain.data_inputs)
+
+
+def _add_app(chain):
+  """The app's model and vocabulary where its build takes them, and its
+  Python twin asked the held-out questions (the Task Library too, when
+  its environment exists)."""
+  layout = chain.layout
   app_name, app_mode = APP_MODEL
-  finetune("teacher", "qa")
-  carve("qa")
-  finetune(STUDENT, "qa")
-  convert(STUDENT, "qa", qat_steps=scale.qat_steps)
   app_dir = layout.path("app_assets")
-  step("app", python_module(
+  command = python_module(
       "experiments.demo_app", "--model",
       layout.tflite_file(app_name, app_mode), "--vocab", VOCAB, "--qa_dir",
-      task_data["qa"], "--questions", scale.questions, "--output_dir",
-      app_dir, *(("--task_library_python", TASK_LIBRARY_PYTHON)
-                 if os.path.exists(TASK_LIBRARY_PYTHON) else ())),
-       app_dir, (layout.tflite(app_name),) + data_inputs)
-  finetune("teacher", "spam")
-  carve("spam")
-  finetune(STUDENT, "spam")
-  convert(STUDENT, "spam")
-  convert("teacher", "qa", scored=False)
+      chain.task_data["qa"], "--questions", chain.scale.questions,
+      "--output_dir", app_dir,
+      *(("--task_library_python", TASK_LIBRARY_PYTHON)
+        if os.path.exists(TASK_LIBRARY_PYTHON) else ()))
+  chain.add("app", command, app_dir,
+            (layout.tflite(app_name),) + chain.data_inputs)
+
+
+def _add_benchmarks(chain, phone):
+  """Every converted model timed on the host, and on the phone if one is
+  attached; each benchmark runs alone."""
+  scale, layout = chain.scale, chain.layout
   models = [layout.tflite_file(n, m) for n in CONVERTED for m in DEMO_MODES]
-  bench_inputs = tuple(layout.tflite(n) for n in CONVERTED)
+  inputs = tuple(layout.tflite(n) for n in CONVERTED)
   bench = ("--threads", scale.bench_threads, "--num_runs", scale.bench_runs)
-  step("bench_host", python_module(
+  host = layout.path("bench", "host")
+  chain.add("bench_host", python_module(
       "android_bench", "run", "--target", "host", *bench, "--results_dir",
-      layout.path("bench", "host"), "--name", "host", "--noplot", *models),
-       layout.path("bench", "host"), bench_inputs, alone=True)
+      host, "--name", "host", "--noplot", *models), host, inputs, alone=True)
   if phone:
-    step("bench_phone", python_module(
+    on_phone = layout.path("bench", "phone")
+    command = python_module(
         "android_bench", "run", "--target", "adb", "--benchmark_binary",
         phone["binary"], "--serial", phone["serial"], "--threads", "1,4",
-        "--num_runs", scale.bench_runs, "--results_dir",
-        layout.path("bench", "phone"), "--name", phone["name"], "--noplot",
-        *models), layout.path("bench", "phone"), bench_inputs, alone=True)
-  report_dir = layout.path("report")
-  steps.append(Step("report", python_module(
-      "experiments.demo_report", "--output_dir", layout.out),
-      report_dir, tuple(s.output for s in steps)))
-  return steps
+        "--num_runs", scale.bench_runs, "--results_dir", on_phone,
+        "--name", phone["name"], "--noplot", *models)
+    chain.add("bench_phone", command, on_phone, inputs, alone=True)
 
 
 def _train_file(task_dir):

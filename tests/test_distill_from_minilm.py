@@ -12,7 +12,7 @@ from tfmodels.distillation.progressive import check_compatible
 from tfmodels.summary import count
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-# Steps of `--models pruned`: slices, MiniLM, the teacher's QA and spam,
+# Steps of `--models carved`: slices, MiniLM, the teacher's QA and spam,
 # 2 conversions, 2 carvings and their QA / spam runs, the teacher's 2
 # word-table probes, the benchmark.
 STEPS_RUN = 1 + 1 + 2 + 2 + 2 + 2 + 2 + 1
@@ -32,6 +32,48 @@ def test_student_fits_the_teacher_and_the_budget():
   assert count(student, 384)["flops"] < 0.3 * count(minilm, 384)["flops"]
 
 
+def _pairs(flags):
+  """{--flag: value} of compress's flags."""
+  return dict(zip(flags[::2], flags[1::2]))
+
+
+def _ranks(value):
+  return {k: int(v) for k, v in (kv.split("=") for kv in value.split(","))}
+
+
+def test_the_carves_are_the_experiments_own_not_the_demos(monkeypatch):
+  """The demo's student (demo_steps.STUDENT, CARVED_STUDENT) can change
+  without changing this experiment or its committed results: it loads no
+  module of the demo, its steps ignore the demo's student, and its carved
+  rows are the carves its committed results measured."""
+  loaded = subprocess.run(
+      [sys.executable, "-c", "import sys, experiments.distill_from_minilm\n"
+       "print(','.join(m for m in sys.modules\n"
+       "               if m.startswith('experiments.demo')) or 'none')"],
+      capture_output=True, text=True, cwd=REPO, check=True)
+  assert loaded.stdout.split()[-1] == "none"
+  from experiments import demo_steps
+  from experiments import distill_from_minilm as recipe
+  layout = recipe.Layout("/out")
+  before = recipe.build_steps(layout, recipe.SCALES["full"])
+  monkeypatch.setattr(demo_steps, "STUDENT", "other")
+  monkeypatch.setattr(demo_steps, "CARVED_STUDENT", ("--heads", 4))
+  assert recipe.build_steps(layout, recipe.SCALES["full"]) == before
+  with open(os.path.join(REPO, "experiments", "results",
+                         "distill_from_minilm.json")) as f:
+    rows = {r["name"]: r for r in json.load(f)["rows"]}
+  carved, low_rank = (_pairs(recipe.CARVES[m])
+                      for m in ("carved", "carved_low_rank"))
+  facts = rows["carved"]["carving"]
+  assert (facts["heads"], facts["intermediate_size"]) == (
+      carved["--heads"], carved["--intermediate_size"])
+  assert facts["low_rank_ranks"] == _ranks(carved["--low_rank"])
+  assert facts["substitution"]["substitutions"] == dict(
+      kv.split("=") for kv in carved["--substitute"].split(","))
+  assert rows["carved_low_rank"]["carving"]["low_rank_ranks"] == _ranks(
+      low_rank["--low_rank"])
+
+
 def test_unusable_results_dir_is_refused_before_any_work(tmp_path):
   blocker = tmp_path / "file"
   blocker.write_text("")
@@ -46,8 +88,8 @@ def test_unusable_results_dir_is_refused_before_any_work(tmp_path):
 
 
 def test_tiny_recipe_end_to_end(tmp_path):
-  """The teacher and the pruned row run at tiny scale; the PKT, scratch,
-  KroneckerBERT and low-rank rows (their commands tested on their own:
+  """The teacher and the carved row run at tiny scale; the PKT, scratch,
+  KroneckerBERT and carved low-rank rows (their commands tested on their own:
   test_compression covers the low-rank carve) are carried over from the
   committed results, as `--models` does for a user."""
   out, results = tmp_path / "out", tmp_path / "results"
@@ -60,7 +102,7 @@ def test_tiny_recipe_end_to_end(tmp_path):
   shutil.copy(committed, results)
   command = [sys.executable, "-m", "experiments.distill_from_minilm",
              "--scale", "tiny", "--output_dir", str(out), "--results_dir",
-             str(results), "--jobs", "2", "--models", "pruned"]
+             str(results), "--jobs", "2", "--models", "carved"]
   env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"}
   result = subprocess.run(command, capture_output=True, text=True, cwd=REPO,
                           env=env)
@@ -70,14 +112,15 @@ def test_tiny_recipe_end_to_end(tmp_path):
   assert "--scale tiny" in data["command"] and "cores" in data["host"]
   rows = {r["name"]: r for r in data["rows"]}
   assert list(rows) == ["teacher", "student", "baseline", "kronecker",
-                        "pruned", "low_rank"]
+                        "carved", "carved_low_rank"]
   assert [r["role"] for r in data["rows"]] == [
       "teacher", "student", "baseline", "student", "student", "student"]
   fields = {"name", "role", "method", "encoder_params", "qa_f1", "qa_em",
             "spam_acc", "qa_f1_int8", "int8_size_mb", "seq_length",
             "int8_ms", "word_table_em", "init", "norm", "activation",
             "kd_steps", "train_steps", "minutes", "carving"}
-  for name in ("student", "baseline", "kronecker", "low_rank"):  # carried
+  for name in ("student", "baseline", "kronecker",
+               "carved_low_rank"):  # carried
     assert set(rows[name]) == fields | {"measured_by", "teacher_int8_ms"}
     assert rows[name]["teacher_int8_ms"] == before[name].get(
         "teacher_int8_ms", before["teacher"]["int8_ms"])
@@ -85,7 +128,7 @@ def test_tiny_recipe_end_to_end(tmp_path):
     assert rows[name]["measured_by"] == before[name].get(
         "measured_by", committed_results["command"])
     assert not (out / "runs" / name).exists()
-  for name in ("teacher", "pruned"):
+  for name in ("teacher", "carved"):
     r = rows[name]
     assert set(r) == fields
     assert r["minutes"] is not None and r["minutes"] >= 0
@@ -102,18 +145,18 @@ def test_tiny_recipe_end_to_end(tmp_path):
   assert (rows["student"]["norm"], rows["student"]["activation"]) == (
       "no_norm", "relu")
   # The carved students: what compress kept, in the on-device form.
-  pruned, low_rank = rows["pruned"], rows["low_rank"]
-  assert (pruned["norm"], pruned["activation"]) == ("no_norm", "relu")
-  assert pruned["carving"]["heads"] == 6
-  assert pruned["encoder_params"] <= 0.4 * 22_713_216
-  assert pruned["kd_steps"] == 2 * 2 + 2 + 2  # recovery per task + task KD
+  carved, low_rank = rows["carved"], rows["carved_low_rank"]
+  assert (carved["norm"], carved["activation"]) == ("no_norm", "relu")
+  assert carved["carving"]["heads"] == 6
+  assert carved["encoder_params"] <= 0.4 * 22_713_216
+  assert carved["kd_steps"] == 2 * 2 + 2 + 2  # recovery per task + task KD
   assert low_rank["carving"]["low_rank_ranks"]["query"] == 96
   assert low_rank["norm"] == "layer_norm"
   # int8 files: the carved student's is the smaller.
-  assert pruned["int8_size_mb"] < rows["teacher"]["int8_size_mb"]
+  assert carved["int8_size_mb"] < rows["teacher"]["int8_size_mb"]
   table = (results / "distill_from_minilm.md").read_text()
   assert "| teacher: all-MiniLM-L6-v2" in table and "of the QA F1" in table
-  assert "| pruned: carved from the fine-tuned MiniLM" in table
+  assert "| carved: carved from the fine-tuned MiniLM" in table
   assert "steps," in table and " min |" in table
   assert "Rows carried over from an earlier run" in table
   assert (results / "distill_from_minilm.png").stat().st_size > 10_000

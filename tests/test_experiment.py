@@ -90,27 +90,100 @@ def test_layout_names_the_shared_kinds_of_directory():
   assert layout.finetuned("student") == "/o/finetune/student"
 
 
+# The experiments' common options, each made by experiment's factory.
+COMMON_OPTIONS = ("output_dir", "results_dir", "scale", "jobs", "force")
+
+
+def _skeleton_problems(source):
+  """What keeps an experiment's source off the skeleton: its options
+  extend experiment.Options, declare the common options it has with
+  experiment's factories (`experiment.output_dir_option(...)`, ...), are
+  its flags (`define_flags(ThatClass)` at module level, no flag defined by
+  hand), and its command line is checked by check_command_line and its
+  errors and Ctrl-C end it through one_line_errors (run_command, or
+  directly: the demo, whose results are its report step)."""
+  import ast
+  tree = ast.parse(source)
+  classes = {n.name: n for n in tree.body if isinstance(n, ast.ClassDef)}
+
+  def is_options(name, seen=()):
+    """Extends experiment.Options, itself or through a class here."""
+    for base in classes[name].bases:
+      if ast.unparse(base) == "experiment.Options" or (
+          isinstance(base, ast.Name) and base.id in classes
+          and base.id not in seen and is_options(base.id, seen + (name,))):
+        return True
+    return False
+
+  options = [name for name in classes if is_options(name)]
+  defined = {ast.unparse(n.value.args[0]) for n in tree.body
+             if isinstance(n, ast.Expr) and isinstance(n.value, ast.Call)
+             and ast.unparse(n.value.func).split(".")[-1] == "define_flags"
+             and n.value.args}
+  calls = {ast.unparse(n.func) for n in ast.walk(tree)
+           if isinstance(n, ast.Call)}
+  problems = []
+  if not options:
+    problems.append("no options class extends experiment.Options")
+  if not set(options) & defined:
+    problems.append("no define_flags(Options) at module level")
+  if any(c.split(".")[-1].startswith(("DEFINE_", "mark_flag"))
+         or c == "experiment.define_flags" for c in calls):
+    problems.append("a flag defined by hand")
+  for name in options:
+    for field in classes[name].body:
+      if (isinstance(field, ast.AnnAssign) and field.target.id in
+          COMMON_OPTIONS and not (
+              isinstance(field.value, ast.Call) and ast.unparse(
+                  field.value.func) == f"experiment.{field.target.id}_option")):
+        problems.append(f"{name}.{field.target.id} is not "
+                        f"experiment.{field.target.id}_option(...)")
+  if not ("experiment.run_command" in calls or {
+      "experiment.check_command_line", "experiment.one_line_errors"} <= calls):
+    problems.append("neither run_command nor check_command_line + "
+                    "one_line_errors")
+  return problems
+
+
 @pytest.mark.parametrize("module", [
     "demo", "distill_from_minilm", "mixed_vocab_student",
     "knowledge_transfer", "latency_benchmark"])
 def test_every_experiment_command_stands_on_the_skeleton(module):
-  """Its flags come from define_flags, its options extend
-  experiment.Options, its command line is checked by check_command_line and
-  its errors and Ctrl-C end it through one_line_errors (run_command, or
-  directly: the demo, whose results are its report step), so the common
-  flags, errors and Ctrl-C mean the same in each. Read from the source: the
-  commands define flags when imported, and several define the same ones."""
-  import ast
+  """So the common flags, errors and Ctrl-C mean the same in each. Read
+  from the source: the commands define flags when imported, and several
+  define the same ones."""
   import pathlib
   path = pathlib.Path(experiment.__file__).with_name(module + ".py")
-  tree = ast.parse(path.read_text())
-  calls = {f"{n.func.value.id}.{n.func.attr}" for n in ast.walk(tree)
-           if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute)
-           and isinstance(n.func.value, ast.Name)}
-  bases = {f"{b.value.id}.{b.attr}" for n in ast.walk(tree)
-           if isinstance(n, ast.ClassDef) for b in n.bases
-           if isinstance(b, ast.Attribute) and isinstance(b.value, ast.Name)}
-  assert "experiment.define_flags" in calls
-  assert ("experiment.run_command" in calls or {
-      "experiment.check_command_line", "experiment.one_line_errors"} <= calls)
-  assert "experiment.Options" in bases
+  assert _skeleton_problems(path.read_text()) == []
+
+
+SKELETON = """
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class Options(experiment.Options):
+  output_dir: str = experiment.output_dir_option("Runs.")
+  force: tuple = experiment.force_option()
+  size: int = option(1, "Size.")
+
+
+define_flags(Options)
+
+
+def main(argv):
+  experiment.run_command(argv, from_flags(Options), run_experiment)
+"""
+
+
+@pytest.mark.parametrize("change, problem", [
+    (("define_flags(Options)", 'experiment.define_flags("Runs.")'),
+     "no define_flags(Options)"),
+    (("(experiment.Options)", ""), "no options class extends"),
+    (('experiment.force_option()', 'option((), "Steps.")'),
+     "Options.force is not experiment.force_option"),
+    (('size: int = option(1, "Size.")', "size: int = 1\n"
+      'flags.DEFINE_integer("size", 1, "Size.")'), "a flag defined by hand"),
+    (("experiment.run_command(argv, ", "run("), "neither run_command"),
+])
+def test_an_experiment_off_the_skeleton_is_found(change, problem):
+  assert _skeleton_problems(SKELETON) == []
+  problems = _skeleton_problems(SKELETON.replace(*change))
+  assert any(p.startswith(problem) for p in problems), problems
