@@ -49,8 +49,13 @@ TCMALLOC = $(firstword $(wildcard /usr/lib/*/libtcmalloc_minimal.so.4 /usr/lib/l
 
 setup: system-packages $(VENV)/.installed $(TASK_VENV)/.installed
 
+# The suite over TEST_WORKERS processes (pytest-xdist; a test file stays on
+# one worker, so its module fixtures are built once; the longest files
+# first, tests/conftest.py RUN_FIRST), the 25 slowest tests printed at the
+# end (README, "Tests").
+TEST_WORKERS ?= 2
 test: system-packages $(VENV)/.installed $(TASK_VENV)/.installed
-	$(FAST_MALLOC) $(PY) -m pytest -q
+	$(FAST_MALLOC) $(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder --durations=25
 
 # The main job (issue 10): the whole pipeline end to end on the shipped data,
 # resumable (a finished step is skipped), report in demo_output/REPORT.md.
