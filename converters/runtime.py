@@ -7,7 +7,7 @@ likes (ours come out ids, segment_ids, mask), which is the classic cause of
 
     model = LiteRTModel(data)
     out = model.run_batch({"ids": ids, "mask": mask, "segment_ids": seg})
-    coverage = xnnpack_coverage(data)
+    coverage = xnnpack_coverage(data)  # or model.xnnpack_coverage()
 """
 
 import collections
@@ -90,6 +90,11 @@ class LiteRTModel:
     """One [1, L] example by contract name -> {output name: array}."""
     return self.runner(**inputs)
 
+  def xnnpack_coverage(self):
+    """`xnnpack_coverage` of this model, read from its own interpreter
+    (a second one would hold another copy of the weights)."""
+    return interpreter_coverage(self.interpreter)
+
   def run_batch(self, inputs):
     """{name: [N, L]} -> {output name: [N, ...]}, one row at a time."""
     n = len(next(iter(inputs.values())))
@@ -109,8 +114,12 @@ def xnnpack_coverage(data, num_threads=2):
     {"delegate", "total_nodes", "delegated_nodes", "partitions",
      "not_delegated": {op name: count}}.
   """
-  covered, original, partitions = delegated_nodes(
-      _interpreter(data, num_threads))
+  return interpreter_coverage(_interpreter(data, num_threads))
+
+
+def interpreter_coverage(interpreter):
+  """`xnnpack_coverage` of an allocated interpreter."""
+  covered, original, partitions = delegated_nodes(interpreter)
   left = collections.Counter(n["op_name"] for n in original
                              if n["index"] not in covered)
   return {"delegate": "XNNPACK", "total_nodes": len(original),

@@ -109,7 +109,7 @@ def measure_mode(data, reference, inputs, task=None, split="dev",
     result["not_runnable"] = reason
     return result
   model = runtime.LiteRTModel(data, num_threads)
-  result["xnnpack"] = runtime.xnnpack_coverage(data, num_threads)
+  result["xnnpack"] = model.xnnpack_coverage()
   result["difference"] = differences(reference, model.run_batch(inputs))
   if task is not None:
     result["metrics"] = task.evaluate(TaskModel(model), split)

@@ -142,6 +142,24 @@ def test_xnnpack_coverage_accounts_for_every_node(float32_model):
   # The embedding lookups stay on the CPU kernels; the matmuls do not.
   assert "GATHER" in coverage["not_delegated"]
   assert "FULLY_CONNECTED" not in coverage["not_delegated"]
+  # Validation reads it from the interpreter it runs (no second copy).
+  assert runtime.LiteRTModel(float32_model).xnnpack_coverage() == coverage
+
+
+def test_export_saves_the_signature_and_variables_not_the_keras_model(
+    bert_saved_model):
+  """Keras' own SavedModel metadata (every layer's call traced) is left
+  out; the signature computes what the model does."""
+  model, path = bert_saved_model
+  loaded = tf.saved_model.load(path)
+  assert not hasattr(loaded, "model")
+  assert len(loaded.model_variables) == len(model.variables)
+  feed = {k: tf.constant(v[:1]) for k, v in _inputs().items()}
+  want = export.contract_outputs("span", model(export.features_of(feed),
+                                               training=False))
+  got = loaded.signatures[contract.SIGNATURE_KEY](**feed)
+  for name, value in want.items():
+    np.testing.assert_allclose(got[name].numpy(), value.numpy(), atol=1e-5)
 
 
 def test_int16x8_layernorm_model_is_caught_before_it_runs(bert_saved_model):

@@ -66,3 +66,33 @@ def test_batches_hold_at_most_max_tokens_positions():
   assert inference.rows_per_batch(384) == 21
   assert inference.rows_per_batch(128) == 64
   assert inference.rows_per_batch(100000) == 1
+
+
+def test_batches_hold_at_most_max_pairs_query_key_pairs():
+  """rows x length^2 <= MAX_PAIRS at the length actually run: one untrimmed
+  row at L = 384, 16 at 128, and WordNet QA's trimmed dev batches at L = 384
+  (21 rows of at most 109 positions) whole."""
+  assert inference.rows_within_pairs(21, 384) == 1
+  assert inference.rows_within_pairs(64, 128) == 16
+  assert inference.rows_within_pairs(21, 109) == 21
+  assert inference.rows_within_pairs(5, 100000) == 1
+
+
+def test_pair_bounded_batches_give_the_same_outputs(models):
+  """Untrimmed, 2 rows of L a batch; trimmed, the 12 rows (7 positions at
+  most) would be 588 pairs, so 10 rows run first, then the other 2 at their
+  own length (6): every row once, equal at every real position."""
+  features = {k: v.numpy() for k, v in make_features(IDS, seq_len=L).items()}
+  real = features["input_mask"].astype(bool)
+  keys, model = models[0]
+  whole = model(features, training=False)
+  for trim, sizes in ((False, [2] * 6), (True, [10, 2])):
+    batches = list(inference.output_batches(model, features, keys, trim=trim,
+                                            max_pairs=2 * L * L))
+    assert [rows.stop - rows.start for rows, _ in batches] == sizes
+    assert [rows.start for rows, _ in batches] == list(
+        np.cumsum([0] + sizes[:-1]))
+    for k in keys:
+      got = np.concatenate([out[k] for _, out in batches])
+      np.testing.assert_allclose(got[real], whole[k].numpy()[real],
+                                 atol=1e-5)

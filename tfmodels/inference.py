@@ -12,11 +12,12 @@ the real rows only: a batch is cut after its longest row plus one padding
 position (which MobileBERT's 3-gram embedding reads), as no metric reads
 the outputs at padding.
 
-The pair bound matters beyond the call: TensorFlow's CPU allocator keeps
-the largest batch's memory for the rest of the process, which the TFLite
-converter cannot reuse. `convert_tflite` compares 32 untrimmed rows of
-MiniLM at L = 384 with TFLite: in batches of 21 rows that kept 0.8 GB,
-one row at a time 40 MB (and the command's peak fell from 2.9 to 2.2 GB).
+The pair bound matters beyond the call: TensorFlow's CPU allocator (with
+oneDNN, a pool that only grows) keeps the largest batch's memory for the
+rest of the process, and the TFLite converter, which allocates its own,
+cannot reuse it. `convert_tflite` compares 32 untrimmed rows of MiniLM at
+L = 384 with TFLite: in batches of 21 rows they left 0.9 GB behind, one
+row at a time 10 MB (the command's peak: 3.0 -> 2.3 GB by this alone).
 
     for rows, outputs in output_batches(model, features, ["start_logits"]):
       ...
