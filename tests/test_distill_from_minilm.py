@@ -41,28 +41,36 @@ def _ranks(value):
   return {k: int(v) for k, v in (kv.split("=") for kv in value.split(","))}
 
 
-def test_the_carves_are_the_experiments_own_not_the_demos(monkeypatch):
+_OWN_CARVES = """
+import json, sys
+import experiments.distill_from_minilm as recipe
+loaded = [m for m in sys.modules if m.startswith("experiments.demo")]
+from experiments import demo_steps
+layout = recipe.Layout("/out")
+before = recipe.build_steps(layout, recipe.SCALES["full"])
+demo_steps.STUDENT, demo_steps.CARVED_STUDENT = "other", ("--heads", 4)
+same = recipe.build_steps(layout, recipe.SCALES["full"]) == before
+print(json.dumps([loaded, same, {k: list(v)
+                                 for k, v in recipe.CARVES.items()}]))
+"""
+
+
+def test_the_carves_are_the_experiments_own_not_the_demos():
   """The demo's student (demo_steps.STUDENT, CARVED_STUDENT) can change
   without changing this experiment or its committed results: it loads no
   module of the demo, its steps ignore the demo's student, and its carved
   rows are the carves its committed results measured."""
-  loaded = subprocess.run(
-      [sys.executable, "-c", "import sys, experiments.distill_from_minilm\n"
-       "print(','.join(m for m in sys.modules\n"
-       "               if m.startswith('experiments.demo')) or 'none')"],
-      capture_output=True, text=True, cwd=REPO, check=True)
-  assert loaded.stdout.split()[-1] == "none"
-  from experiments import demo_steps
-  from experiments import distill_from_minilm as recipe
-  layout = recipe.Layout("/out")
-  before = recipe.build_steps(layout, recipe.SCALES["full"])
-  monkeypatch.setattr(demo_steps, "STUDENT", "other")
-  monkeypatch.setattr(demo_steps, "CARVED_STUDENT", ("--heads", 4))
-  assert recipe.build_steps(layout, recipe.SCALES["full"]) == before
+  # In a child: the command defines its flags on import, which would clash
+  # with another experiment's imported by an earlier test in this process.
+  child = subprocess.run([sys.executable, "-c", _OWN_CARVES], cwd=REPO,
+                         capture_output=True, text=True)
+  assert child.returncode == 0, child.stderr[-3000:]
+  loaded, same_steps, carves = json.loads(child.stdout.splitlines()[-1])
+  assert loaded == [] and same_steps
   with open(os.path.join(REPO, "experiments", "results",
                          "distill_from_minilm.json")) as f:
     rows = {r["name"]: r for r in json.load(f)["rows"]}
-  carved, low_rank = (_pairs(recipe.CARVES[m])
+  carved, low_rank = (_pairs(carves[m])
                       for m in ("carved", "carved_low_rank"))
   facts = rows["carved"]["carving"]
   assert (facts["heads"], facts["intermediate_size"]) == (
