@@ -163,8 +163,11 @@ def test_second_trainer_is_refused_while_the_first_finishes_whole(shards,
 def test_second_data_writer_is_refused_and_sigterm_cleans_up(tmp_path):
   # (The training test below shows the first writer finishing whole.)
   out = tmp_path / "shards"
+  # Work for a minute or more, so the first writer is still at it when it
+  # is stopped and then terminated, however late a loaded machine lets
+  # this test send those signals (with a second's work it had finished).
   args = ("--input_file", HELDOUT_CORPUS, "--output_dir", out,
-          "--vocab_file", VOCAB, "--dupe_factor", 1, "--max_seq_length", 32,
+          "--vocab_file", VOCAB, "--dupe_factor", 60, "--max_seq_length", 32,
           "--max_predictions_per_seq", 5, "--num_shards", 2)
   first = _start("tfmodels.data.create_pretraining_data", *args)
   try:
