@@ -23,7 +23,8 @@ from experiments.result_files import (config_params, conversion_summary,
                                       read_scalars, tsv_rows)
 
 LABELS = {"teacher": "MiniLM teacher (all-MiniLM-L6-v2, fine-tuned)",
-          STUDENT: f"{STUDENT} student (pruned, NoNorm + relu, task KD)"}
+          STUDENT: f"{STUDENT} student (heads and FFN neurons cut, "
+                   "NoNorm + relu, task KD)"}
 TASKS = {"qa": ("QA", "f1", "F1"), "spam": ("spam", "accuracy", "accuracy")}
 # The target: the shipped student keeps this share of the teacher's
 # QA F1.
