@@ -54,8 +54,8 @@ from absl import app, flags
 
 from converters.quantize import calibrated
 from experiments import experiment
-from experiments.latency_report import (MODES, PEER, VARIANTS, markdown,
-                                         plot)
+from experiments.latency_report import (PEER, VARIANTS, markdown, plot,
+                                         timed_modes)
 from tfmodels.command_options import define_flags, from_flags, option
 from tfmodels.flag_checks import nonfinite_float_flag
 from tfmodels.sigterm import exit_on_sigterm
@@ -84,8 +84,9 @@ class BenchmarkOptions(experiment.Options):
                             "nonorm_gelu", "nonorm_relu"),
                            "Table 7 variants.")
   modes: tuple = option(("float32", "dynamic", "int8"),
-                        f"Any of {', '.join(MODES)} (int8 is the XNNPACK "
-                        "recipe, int8_standard the converter's own output).")
+                        f"Any of {', '.join(timed_modes())} (int8 is the "
+                        "XNNPACK recipe, int8_standard the converter's own "
+                        "output).")
   cells: tuple = option(("*/*/*",), "Keep only the model/variant/mode "
                         "combinations matching one of these patterns "
                         "(fnmatch), e.g. mobilebert/*/*,bert_base/"
@@ -378,10 +379,10 @@ def _cells(options):
   if unknown or not options.variants:
     raise BenchmarkError(f"--variants {','.join(options.variants)}: use "
                          f"{', '.join(VARIANTS)}")
-  unknown = [m for m in options.modes if m not in MODES]
+  unknown = [m for m in options.modes if m not in timed_modes()]
   if unknown or not options.modes:
     raise BenchmarkError(f"--modes {','.join(options.modes)}: use "
-                         f"{', '.join(MODES)}")
+                         f"{', '.join(timed_modes())}")
   from tfmodels.configs import shipped_config_names
   known = set(shipped_config_names()) | {PEER}
   unknown = [m for m in options.models if m not in known]

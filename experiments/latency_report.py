@@ -22,8 +22,6 @@ def timed_modes():
                if get_mode(parse_mode_label(label)[0]).timed)
 
 
-MODES = timed_modes()  # latency_benchmark's --modes
-
 # MobileBERT paper, Table 7 (Pixel 4, 4 threads, L = 128).
 PAPER_TABLE7_MS = {"layernorm_gelu": 192.0, "layernorm_relu": 167.0,
                    "nonorm_gelu": 92.0, "nonorm_relu": 62.0}
