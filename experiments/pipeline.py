@@ -45,11 +45,12 @@ import threading
 import time
 
 from tfmodels.process_lifetime import die_with_parent
-from tfmodels.staging import (OutputError, check_writable, output_lock,
+from tfmodels.staging import (RUNNER_LOG, RUNNER_MARKER, OutputError,
+                              check_writable, open_own, output_lock,
                               write_file)
 
-MARKER = ".done"
-LOG = "pipeline.log"
+MARKER = RUNNER_MARKER
+LOG = RUNNER_LOG
 # Lines that say nothing about progress: TensorFlow's C++ and absl logging.
 _NOISE = re.compile(r"^([IWEF]\d{4} |WARNING: All log messages|INFO: )")
 
@@ -222,7 +223,7 @@ class _Running:
       self.process = None
     else:
       self.log_file = os.path.join(step.output, LOG)
-      with open(self.log_file, "wb") as out:
+      with open_own(self.log_file, "wb") as out:
         self.process = subprocess.Popen(step.command, stdout=out,
                                         stderr=subprocess.STDOUT,
                                         stdin=subprocess.DEVNULL,
@@ -267,7 +268,7 @@ class _Running:
   def close_log(self):
     """The log's last line: the step's peak resident memory."""
     if self.log_file and self.peak_mb is not None:
-      with open(self.log_file, "a") as f:
+      with open_own(self.log_file, "a") as f:
         f.write(f"pipeline: {self.step.name} peak resident memory "
                 f"{self.peak_mb:.0f} MB\n")
 

@@ -15,7 +15,7 @@ from absl import app, flags
 from tfmodels.command_options import define_flags, from_flags, option
 from tfmodels.data.vocab_learning import learn_vocabulary, overlap, write_vocab
 from tfmodels.sigterm import exit_on_sigterm
-from tfmodels.staging import OutputError, lock_until_exit
+from tfmodels.staging import OutputError, check_output, lock_until_exit
 
 FLAGS = flags.FLAGS
 
@@ -47,11 +47,9 @@ def main(argv):
   for path in options.corpus:
     if not os.path.isfile(path):
       sys.exit(f"error: --corpus {path}: no such file")
-  if os.path.exists(options.output) and not options.overwrite:
-    sys.exit(f"error: --output {options.output} exists (pass --overwrite)")
-  if os.path.isdir(options.output):
-    sys.exit(f"error: --output {options.output} is a directory")
   try:  # learning takes minutes: find out now that it could be written
+    check_output(options.output, "--output", options.overwrite,
+                 inputs=[("--corpus", c) for c in options.corpus])
     lock_until_exit(options.output, "--output")  # and one writer
   except OutputError as e:
     sys.exit(f"error: {e}")

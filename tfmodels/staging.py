@@ -5,8 +5,9 @@ system, so the final rename is atomic) and renamed into place only when it is
 complete; after an exception the destination is untouched and the temporary
 is removed. Three shapes:
 
-    with staged_directory("/tmp/out") as staging:    # a whole directory
-      ...write files into staging...                 # replaces /tmp/out
+    check_output("/tmp/out", "--output", overwrite, owner="compress")
+    with staged_directory("/tmp/out", "compress") as staging:  # a directory
+      ...write files into staging...       # replaces /tmp/out, if ours
 
     out = OutputFiles("models/qa", overwrite=False)  # files joining others
     out.add("qa_int8.tflite", data)                  # in a shared directory
@@ -15,19 +16,135 @@ is removed. Three shapes:
     write_file("report/REPORT.md", text)             # one file
     with staged_path("plot.png") as temp:            # one file someone else
       fig.savefig(temp)                              # writes by path
+
+`--overwrite` replaces only what the command wrote (`check_output`): a
+whole directory carries a record of its writer and files
+(`OWNER_RECORD`), and one that lacks it, holds anything else or is the
+command's own input is refused. Nothing here writes through a symbolic
+link it did not make (`refuse_link`, `open_own`).
 """
 
 import contextlib
 import errno
 import fcntl
+import json
 import os
 import re
 import shutil
+import stat
 import tempfile
 
 
 class OutputError(ValueError):
   """The output path cannot take the files; the message names it."""
+
+
+# In every directory a command writes whole: which command, which files.
+OWNER_RECORD = ".written_by.json"
+# What the experiments' step runner keeps in the directory it hands a
+# command (experiments/pipeline.py reads these names from here): its
+# done-marker and the step's log, never the user's.
+RUNNER_MARKER = ".done"
+RUNNER_LOG = "pipeline.log"
+_BOOKKEEPING = {OWNER_RECORD, RUNNER_MARKER, RUNNER_LOG}
+
+
+def refuse_link(path, flag=None):
+  """OutputError if `path` is a symbolic link: a write would land in the
+  file it points at, which the user never named as an output."""
+  if os.path.islink(path):
+    where = f"{flag} {path}" if flag else path
+    raise OutputError(f"{where}: is a symbolic link; refusing to write "
+                      "through it (give the real path)")
+
+
+def open_own(path, mode="a", flag=None):
+  """open(path, mode) ("a", "ab", "w", "wb") that refuses a symbolic link
+  as the final component (O_NOFOLLOW): logs and histories appended to
+  across runs are not written through a link someone put in their place."""
+  flags = os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW
+  flags |= os.O_APPEND if mode.startswith("a") else os.O_TRUNC
+  try:
+    fd = os.open(path, flags, 0o666 & ~_umask())
+  except OSError as e:
+    if e.errno == errno.ELOOP:
+      refuse_link(path, flag)
+    raise
+  return os.fdopen(fd, mode)
+
+
+def _overlaps(output, source):
+  """Whether replacing `output` would remove `source`."""
+  output, source = os.path.realpath(output), os.path.realpath(source)
+  return source == output or source.startswith(output + os.sep)
+
+
+def _files_under(directory):
+  """Every file and link under `directory`, relative to it."""
+  found = []
+  for root, dirs, files in os.walk(directory):
+    links = [d for d in dirs if os.path.islink(os.path.join(root, d))]
+    found += [os.path.relpath(os.path.join(root, f), directory)
+              for f in files + links]
+  return sorted(found)
+
+
+def _shown(names, limit=3):
+  more = f" and {len(names) - limit} more" if len(names) > limit else ""
+  return ", ".join(names[:limit]) + more
+
+
+def _not_written_by(directory, owner, recognised=None):
+  """None if `owner` may replace `directory` (empty, recognised, or every
+  file in it named by its record of `owner`); else what is foreign."""
+  names = sorted(set(os.listdir(directory)) - _BOOKKEEPING)
+  if not names or (recognised and recognised(directory)):
+    return None
+  try:
+    with open(os.path.join(directory, OWNER_RECORD)) as f:
+      record = json.load(f)
+    ours = record["command"] == owner and set(record["files"])
+  except (OSError, ValueError, KeyError, TypeError):
+    ours = None
+  if not ours:
+    return f"was not written by {owner} (it holds {_shown(names)})"
+  foreign = [n for n in _files_under(directory)
+             if n not in ours and n not in _BOOKKEEPING]
+  if foreign:
+    return f"holds {_shown(foreign)}, which {owner} did not write"
+  return None
+
+
+def check_output(path, flag, overwrite, owner=None, inputs=(),
+                 recognised=None):
+  """Before any work: OutputError (one line naming `flag`) unless `path`
+  may take the output. A link, or a path whose replacement would remove
+  one of `inputs` ((flag, path) pairs), is refused; an existing path only
+  with `overwrite`, and then: a file output (`owner` None) only if it is
+  not a directory; a directory output only if it is empty, or
+  `recognised(path)`, or everything in it was written by `owner` (its
+  `OWNER_RECORD`, written by `staged_directory`)."""
+  refuse_link(path, flag)
+  for input_flag, source in inputs:
+    if source and os.path.exists(source) and _overlaps(path, source):
+      raise OutputError(f"{flag} {path}: would replace {input_flag} "
+                        f"{source}, this command's input; choose another "
+                        f"{flag}")
+  if os.path.exists(path):
+    if not overwrite:
+      raise OutputError(f"{flag} {path}: exists (pass --overwrite)")
+    if owner is None and os.path.isdir(path):
+      raise OutputError(f"{flag} {path}: is a directory; give the path of "
+                        "a file")
+    if owner is not None:
+      if not os.path.isdir(path):
+        raise OutputError(f"{flag} {path}: exists and is not a directory")
+      foreign = _not_written_by(path, owner, recognised)
+      if foreign:
+        raise OutputError(f"{flag} {path}: {foreign}; --overwrite replaces "
+                          f"only {owner}'s own output (remove it yourself "
+                          f"or choose another {flag})")
+  check_writable(path, flag)
 
 
 def _umask():
@@ -94,6 +211,22 @@ def temporary_directory(prefix):
     if match and not process_running(int(match.group(1))):
       shutil.rmtree(os.path.join(root, name), ignore_errors=True)
   return tempfile.mkdtemp(prefix=f"{prefix}{os.getpid()}-")
+
+
+def private_directory(name):
+  """`NAME-UID` under the system's temporary root, made 0700 for this user:
+  where machine-wide locks live, so no other user can put a link (or
+  anything else) at their paths. OutputError if it is a link, not a
+  directory, another user's, or writable by others."""
+  path = os.path.join(tempfile.gettempdir(), f"{name}-{os.getuid()}")
+  with contextlib.suppress(FileExistsError):
+    os.mkdir(path, 0o700)
+  info = os.lstat(path)
+  if (not stat.S_ISDIR(info.st_mode) or info.st_uid != os.getuid()
+      or info.st_mode & 0o022):
+    raise OutputError(f"{path}: is not a directory only this user can "
+                      "write (a link, a file, or another user's); remove it")
+  return path
 
 
 @contextlib.contextmanager
@@ -164,8 +297,11 @@ def output_lock(path, flag="--output_dir"):
   while True:
     try:  # os.access trusts root; creating the file is the real test
       os.makedirs(parent, exist_ok=True)
-      fd = os.open(lock_path, os.O_RDWR | os.O_CREAT, 0o666 & ~_umask())
+      fd = os.open(lock_path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW,
+                   0o666 & ~_umask())
     except OSError as e:
+      if e.errno == errno.ELOOP:
+        refuse_link(lock_path, flag)
       raise OutputError(f"{flag} {path}: cannot write there "
                         f"({e.strerror})") from None
     try:
@@ -204,15 +340,22 @@ def lock_until_exit(path, flag="--output_dir"):
 
 
 @contextlib.contextmanager
-def staged_directory(output_dir):
-  """Yields a fresh directory that replaces output_dir on success."""
+def staged_directory(output_dir, owner, flag="output", recognised=None):
+  """Yields a fresh directory that replaces output_dir on success, with
+  `owner`'s record of its files; an existing output_dir is replaced only
+  if `owner` wrote all of it (`check_output`, checked again here in case
+  something joined it during the work)."""
   parent, name = os.path.split(os.path.abspath(output_dir))
   os.makedirs(parent, exist_ok=True)
-  staging = _make_staging(parent, name, "output", output_dir)
+  staging = _make_staging(parent, name, flag, output_dir)
   try:
     yield staging
     _honour_umask(staging, directory=True)
-    if os.path.exists(output_dir):
+    with open(os.path.join(staging, OWNER_RECORD), "w") as f:
+      json.dump({"command": owner, "files": _files_under(staging)}, f,
+                indent=1)
+    if os.path.lexists(output_dir):
+      check_output(output_dir, flag, True, owner, recognised=recognised)
       shutil.rmtree(output_dir)
     os.rename(staging, output_dir)
   except BaseException:
@@ -224,6 +367,7 @@ def staged_directory(output_dir):
 def staged_path(path):
   """Yields a temporary path beside `path`; renamed onto it on success."""
   directory, name = os.path.split(os.path.abspath(path))
+  refuse_link(path)
   os.makedirs(directory, exist_ok=True)
   clear_stale_staging(directory)
   ext = os.path.splitext(name)[1]

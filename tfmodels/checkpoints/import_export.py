@@ -49,6 +49,8 @@ class CheckpointOptions:
 
 define_flags(CheckpointOptions)
 
+OWNER = "import_export"  # what --overwrite may replace: this command's output
+
 
 def _import(options):
   if options.from_ == "hf":
@@ -65,7 +67,7 @@ def _export_hf(options):
   from tfmodels.write_errors import WRITE_FAILURES, refused
   model, config, head = load_model_dir(options.input)
   try:
-    with staged_directory(options.output) as staging:
+    with staged_directory(options.output, OWNER, "--output") as staging:
       export_checkpoint(model, config, head, staging)
   except WRITE_FAILURES as e:  # a full disk: nothing is left half-written
     raise refused(options.output, "the model", e,
@@ -80,10 +82,11 @@ def main(argv):
   source_format = options.from_
   if (source_format is None) == (options.to is None):
     sys.exit("error: give exactly one of --from and --to")
-  if os.path.exists(options.output) and not options.overwrite:
-    sys.exit(f"error: --output {options.output} exists (pass --overwrite)")
-  from tfmodels.staging import OutputError, lock_until_exit
-  try:  # writable, and no other writer
+  from tfmodels.staging import OutputError, check_output, lock_until_exit
+  try:  # ours to replace, writable, and no other writer
+    check_output(options.output, "--output", options.overwrite, OWNER,
+                 inputs=[("--input", options.input),
+                         ("--config", options.config)])
     lock_until_exit(options.output, "--output")
   except OutputError as e:
     sys.exit(f"error: {e}")
@@ -99,7 +102,7 @@ def main(argv):
     else:
       from tfmodels.checkpoints.model_dir import save_model_dir
       model, config, head = _import(options)
-      save_model_dir(model, config, head, options.output, options.overwrite)
+      save_model_dir(model, config, head, options.output, owner=OWNER)
   except (CheckpointError, ConfigError, OSError, OutputError) as e:
     sys.exit(f"error: {e}")
   print(f"{config.name}: {config.model_type}, {config.num_hidden_layers} "

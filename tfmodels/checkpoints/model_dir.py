@@ -122,17 +122,20 @@ def write_description(directory, config, head):
     write_file(os.path.join(directory, name), text)
 
 
-def read_task_spec(model_dir):
-  """task.json of a finetune (or compress) run, or ValueError naming the field that is
-  missing or of the wrong type."""
+def read_task_spec(model_dir, flag="--model_dir",
+                   hint="for a pretrain / distill run pass --pretraining_data"):
+  """task.json of a finetune (or compress) run, or ValueError naming the
+  flag, or the field that is missing or of the wrong type; `hint` says
+  what to do about a directory without one."""
   path = os.path.join(model_dir, "task.json")
+  if not os.path.isdir(model_dir):
+    raise ValueError(f"{flag} {model_dir}: no such directory")
   try:
     with open(path) as f:
       spec = json.load(f)
   except FileNotFoundError:
-    raise ValueError(f"--model_dir {model_dir}: no task.json (not a "
-                     "finetune run; for a pretrain / distill run pass "
-                     "--pretraining_data)") from None
+    raise ValueError(f"{flag} {model_dir}: no task.json (not a finetune "
+                     f"run; {hint})") from None
   except (OSError, ValueError) as e:
     raise ValueError(f"{path}: cannot read it ({e})") from None
   fields = {"task": str, "max_seq_length": int, "vocab_file": str}
@@ -263,17 +266,17 @@ def claim_run_dir(model_dir, config, head, task=None, flag="--model_dir",
       raise
 
 
-def save_model_dir(model, config, head, output_dir, overwrite=False,
-                   files=None):
-  """Writes DIR atomically; refuses an existing DIR unless overwrite.
+def save_model_dir(model, config, head, output_dir, files=None,
+                   owner="save_model_dir", flag="--output"):
+  """Writes DIR atomically as `owner`'s output: an existing DIR is replaced
+  only if `owner` wrote all of it (the command checks that before its work
+  with `staging.check_output`; checked again here).
 
   `files` ({name: text}) join it in the same commit (a carved model's
   task.json and carving.json). A write the disk refuses is a `WriteError`
   naming output_dir; the staging is gone with it."""
-  if os.path.exists(output_dir) and not overwrite:
-    raise FileExistsError(f"{output_dir} exists (pass --overwrite)")
   try:
-    with staged_directory(output_dir) as staging:
+    with staged_directory(output_dir, owner, flag) as staging:
       write_description(staging, config, head)
       for name, text in (files or {}).items():
         write_file(os.path.join(staging, name), text)

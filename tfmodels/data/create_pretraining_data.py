@@ -64,6 +64,8 @@ class CreatePretrainingDataOptions:
 
 define_flags(CreatePretrainingDataOptions)
 
+OWNER = "create_pretraining_data"  # what --overwrite may replace
+
 
 def main(argv):
   if len(argv) > 1:
@@ -114,15 +116,11 @@ def _create(options, vocab, command):
   from tfmodels.data.pretraining import create_instances, read_documents
   from tfmodels.data.pretraining_records import (is_own_output, summarize,
                                                  write_shards)
+  from tfmodels.staging import check_output, staged_directory
 
-  if os.path.exists(command.output_dir):
-    if not command.overwrite:
-      sys.exit(f"error: --output_dir {command.output_dir} exists "
-               "(pass --overwrite to replace it)")
-    if not os.path.isdir(command.output_dir) or not is_own_output(
-        command.output_dir):
-      sys.exit(f"error: --output_dir {command.output_dir} holds files that "
-               "are not pre-training shards; refusing to replace it")
+  check_output(command.output_dir, "--output_dir", command.overwrite, OWNER,
+               inputs=[("--input_file", f) for f in command.input_file],
+               recognised=is_own_output)  # shards written before the record
 
   print(f"Reading {len(command.input_file)} file(s)...", flush=True)
   try:
@@ -141,8 +139,8 @@ def _create(options, vocab, command):
     instances = create_instances(documents, vocab, options, rng,
                                  command.dupe_factor, progress=bar.update)
 
-  from tfmodels.staging import staged_directory
-  with staged_directory(command.output_dir) as staging:
+  with staged_directory(command.output_dir, OWNER, "--output_dir",
+                        is_own_output) as staging:
     write_shards(instances, vocab, options, staging, command.num_shards)
     meta = {
         "options": dataclasses.asdict(options),

@@ -88,6 +88,8 @@ def parse_ranks(text):
       raise ValueError(f"--low_rank {text}: {item!r} is not MATRIX=RANK "
                        f"with MATRIX one of {', '.join(LOW_RANK_MATRICES)}"
                        " and RANK a positive integer")
+    if name in ranks:
+      raise ValueError(f"--low_rank {text}: {name} is given twice")
     ranks[name] = int(value)
   return ranks
 
@@ -106,9 +108,17 @@ def _check_options(options):
   if not options.recover_learning_rate > 0:
     return (f"--recover_learning_rate {options.recover_learning_rate}: must "
             "be > 0")
-  if os.path.exists(options.model_dir) and not options.overwrite:
-    return f"--model_dir {options.model_dir}: exists (pass --overwrite)"
   return None
+
+
+def check_model_dir(options):
+  """--model_dir may take the carved model: new, or compress's own earlier
+  output with --overwrite, never a link, the teacher or the data
+  (staging.check_output); OutputError otherwise, before any work."""
+  from tfmodels.staging import check_output
+  check_output(options.model_dir, "--model_dir", options.overwrite,
+               owner="compress", inputs=[("--teacher_dir", options.teacher_dir),
+                                         ("--data_dir", options.data_dir)])
 
 
 def plan(teacher_config, heads, intermediate_size, target, ranks):
@@ -156,8 +166,12 @@ def main(argv):
   from tfmodels.training.tasks import make_task
   from tfmodels.vocab_record import resolve, with_record
   try:  # the cheap checks first
+    check_model_dir(options)
     lock_until_exit(options.model_dir, "--model_dir")
-    task_spec = read_task_spec(options.teacher_dir)
+    task_spec = read_task_spec(
+        options.teacher_dir, "--teacher_dir",
+        "compress carves a fine-tuned model: give a finetune run's or "
+        "compress's output directory")
     teacher_config = load_config(os.path.join(options.teacher_dir,
                                               "config.json"))
     ranks = parse_ranks(options.low_rank)
@@ -249,7 +263,7 @@ def _carve(task, task_spec, spec, substitutions, counts, options):
     if options.evaluate:
       facts["dev_recovered"] = task.evaluate(student, "dev")
   save_model_dir(student, student_config, head, options.model_dir,
-                 overwrite=options.overwrite,
+                 owner="compress", flag="--model_dir",
                  files={"task.json": json.dumps(task_spec),
                         "carving.json": json.dumps(facts, indent=1)})
   return facts

@@ -16,7 +16,6 @@ a `pretrain` or `distill` run. Output is JSON.
 
 import dataclasses
 import json
-import os
 import sys
 
 from absl import app, flags, logging
@@ -53,7 +52,8 @@ def main(argv):
   options = from_flags(EvaluateOptions, FLAGS)
   logging.set_verbosity(logging.WARNING)
   from tfmodels.checkpoints.model_dir import load_model_dir, read_task_spec
-  from tfmodels.staging import OutputError, lock_until_exit, write_file
+  from tfmodels.staging import (OutputError, check_output, lock_until_exit,
+                                write_file)
   from tfmodels.configs import ConfigError
   from tfmodels.tokenization import VocabError, WordPieceTokenizer
   from tfmodels.training.tasks import make_task
@@ -61,12 +61,9 @@ def main(argv):
   if (options.data_dir is None) == (options.pretraining_data is None):
     sys.exit("error: give exactly one of --data_dir and --pretraining_data")
   if options.output:  # before scoring, which can take long
-    if os.path.exists(options.output) and not options.overwrite:
-      sys.exit(f"error: --output {options.output} exists (pass --overwrite)")
-    if os.path.isdir(options.output):
-      sys.exit(f"error: --output {options.output} is a directory")
-    try:
-      lock_until_exit(options.output, "--output")  # writable, one writer
+    try:  # a file, new or with --overwrite; writable, one writer
+      check_output(options.output, "--output", options.overwrite)
+      lock_until_exit(options.output, "--output")
     except OutputError as e:
       sys.exit(f"error: {e}")
   try:

@@ -29,7 +29,7 @@ import tensorflow as tf
 import tf_keras as keras
 from tqdm import tqdm
 
-from tfmodels.staging import write_file
+from tfmodels.staging import open_own, refuse_link, write_file
 from tfmodels.write_errors import WRITE_FAILURES, refused
 
 STRATEGIES = ("one_device", "mirrored", "multi_worker_mirrored")
@@ -101,6 +101,7 @@ class Trainer:
       print(f"resumed from {latest} at step {self.start_step}", flush=True)
     self.history_path = os.path.join(model_dir, HISTORY)
     if self.chief:
+      refuse_link(self.history_path, "--model_dir")  # appended to below
       try:
         _truncate_history(self.history_path, self.start_step)
       except OSError as e:
@@ -144,7 +145,8 @@ class Trainer:
               else tf.summary.create_noop_writer())
     history = []
     start = self.start_step
-    log = open(self.history_path if self.chief else os.devnull, "a")
+    log = (open_own(self.history_path, "a", "--model_dir") if self.chief
+           else open(os.devnull, "a"))
     with log, writer.as_default(), tqdm(total=total_steps, initial=start,
                                    unit="step", file=sys.stdout,
                                    desc=description,
