@@ -222,12 +222,18 @@ def test_compress_writes_a_model_directory_every_command_takes(
     spam_teacher, tmp_path):
   teacher, data = spam_teacher
   carved = tmp_path / "carved"
+  first = _run("tfmodels.training.compress", "--teacher_dir", teacher,
+               "--data_dir", data, "--model_dir", carved, "--heads", 1,
+               "--calibration_examples", 16)
+  assert first.returncode == 0, first.stderr[-3000:]
+  assert load_config(str(carved / "config.json")).num_attention_heads == 1
   result = _run("tfmodels.training.compress", "--teacher_dir", teacher,
                 "--data_dir", data, "--model_dir", carved, "--heads", 2,
                 "--target_params", 0.6, "--low_rank",
                 "word_embeddings=16,attention_output=8", "--substitute",
                 "layernorm=nonorm,gelu=relu", "--recover_steps", 4,
-                "--calibration_examples", 64, "--evaluate")
+                "--calibration_examples", 64, "--evaluate",
+                "--overwrite")  # compress's own output: replaced
   assert result.returncode == 0, result.stderr[-3000:]
   config = load_config(str(carved / "config.json"))
   assert (config.num_attention_heads, config.attention_head_size) == (2, 8)
@@ -274,10 +280,21 @@ def test_compress_writes_a_model_directory_every_command_takes(
 
 def test_compress_refuses_bad_flags_before_work(spam_teacher, tmp_path):
   teacher, data = spam_teacher
+  pretrained = tmp_path / "pretrained"  # a pretrain run: no task.json
+  pretrained.mkdir()
+  (pretrained / "config.json").write_text("{}")
   for flags, named in ((("--heads", 9), "--heads 9"),
                        (("--low_rank", "query"), "--low_rank query"),
+                       (("--low_rank", "query=4,query=8"),
+                        "--low_rank query=4,query=8: query is given twice"),
                        (("--target_params", 0.01), "--target_params"),
-                       (("--substitute", "relu=gelu"), "--substitute")):
+                       (("--substitute", "relu=gelu"), "--substitute"),
+                       (("--teacher_dir", tmp_path / "nowhere"),
+                        f"--teacher_dir {tmp_path / 'nowhere'}: no such "
+                        "directory"),
+                       (("--teacher_dir", pretrained),
+                        f"--teacher_dir {pretrained}: no task.json (not a "
+                        "finetune run; compress carves a fine-tuned model")):
     result = _run("tfmodels.training.compress", "--teacher_dir", teacher,
                   "--data_dir", data, "--model_dir", tmp_path / "out",
                   *flags)

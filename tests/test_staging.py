@@ -55,17 +55,121 @@ def test_staged_path_keeps_the_extension_for_writers_that_read_it(tmp_path):
 
 def test_staged_directory_replaces_the_directory_or_nothing(tmp_path):
   out = tmp_path / "out"
-  out.mkdir()
-  (out / "old.txt").write_text("old")
+  with staging.staged_directory(str(out), "cmd") as staged:
+    open(os.path.join(staged, "old.txt"), "w").close()
   with pytest.raises(RuntimeError):
-    with staging.staged_directory(str(out)) as staged:
+    with staging.staged_directory(str(out), "cmd") as staged:
       open(os.path.join(staged, "new.txt"), "w").close()
       raise RuntimeError("died")
-  assert os.listdir(out) == ["old.txt"]
+  assert sorted(os.listdir(out)) == [staging.OWNER_RECORD, "old.txt"]
   assert sorted(os.listdir(tmp_path)) == ["out"]
-  with staging.staged_directory(str(out)) as staged:
+  with staging.staged_directory(str(out), "cmd") as staged:
     open(os.path.join(staged, "new.txt"), "w").close()
-  assert os.listdir(out) == ["new.txt"]
+  assert sorted(os.listdir(out)) == [staging.OWNER_RECORD, "new.txt"]
+
+
+def _users_folder(path):
+  path.mkdir()
+  (path / "notes.txt").write_text("mine")
+  (path / "sub").mkdir()
+  (path / "sub" / "more.txt").write_text("mine too")
+  return path
+
+
+def _intact(path):
+  return ((path / "notes.txt").read_text() == "mine"
+          and (path / "sub" / "more.txt").read_text() == "mine too")
+
+
+def test_overwrite_replaces_only_the_commands_own_directory(tmp_path):
+  """Issue 39: --overwrite used to delete whatever folder was there."""
+  users = _users_folder(tmp_path / "users")
+  with pytest.raises(staging.OutputError, match=
+                     r"^--model_dir .*users: exists \(pass --overwrite\)$"):
+    staging.check_output(str(users), "--model_dir", False, "compress")
+  with pytest.raises(staging.OutputError, match=
+                     r"^--model_dir .*users: was not written by compress "
+                     r"\(it holds notes.txt, sub\); --overwrite replaces "
+                     r"only compress's own output"):
+    staging.check_output(str(users), "--model_dir", True, "compress")
+  assert _intact(users)
+  ours = tmp_path / "ours"  # compress's output: replaced
+  with staging.staged_directory(str(ours), "compress") as staged:
+    os.makedirs(os.path.join(staged, "saved_model"))
+    open(os.path.join(staged, "saved_model", "a.pb"), "w").close()
+  staging.check_output(str(ours), "--model_dir", True, "compress")
+  with pytest.raises(staging.OutputError, match="was not written by "
+                     "import_export"):  # another command's output
+    staging.check_output(str(ours), "--output", True, "import_export")
+  (ours / "saved_model" / "notes.txt").write_text("added later")
+  with pytest.raises(staging.OutputError, match=
+                     r"holds saved_model/notes.txt, which compress did not "
+                     "write"):
+    staging.check_output(str(ours), "--model_dir", True, "compress")
+  with pytest.raises(staging.OutputError, match="did not write"):  # at the
+    with staging.staged_directory(str(ours), "compress"):          # end too
+      pass
+  assert (ours / "saved_model" / "notes.txt").exists()
+  empty = tmp_path / "empty"
+  empty.mkdir()
+  (empty / staging.RUNNER_LOG).write_text("the step runner's log")
+  staging.check_output(str(empty), "--model_dir", True, "compress")
+
+
+def test_overwrite_never_replaces_the_commands_own_input(tmp_path):
+  ours = tmp_path / "run"
+  with staging.staged_directory(str(ours), "compress") as staged:
+    open(os.path.join(staged, "ckpt"), "w").close()
+  for output in (ours, tmp_path):  # the input, or a folder holding it
+    with pytest.raises(staging.OutputError, match=
+                       rf"^--model_dir {output}: would replace --teacher_dir "
+                       rf"{ours}, this command's input"):
+      staging.check_output(str(output), "--model_dir", True, "compress",
+                           inputs=[("--teacher_dir", str(ours))])
+
+
+def test_a_file_output_is_not_a_directory_and_not_a_link(tmp_path):
+  users = _users_folder(tmp_path / "users")
+  with pytest.raises(staging.OutputError,
+                     match=r"^--output .*users: is a directory"):
+    staging.check_output(str(users), "--output", True)
+  precious = tmp_path / "precious.txt"
+  precious.write_text("mine")
+  link = tmp_path / "out.json"
+  link.symlink_to(precious)
+  with pytest.raises(staging.OutputError, match=r"^--output .*out.json: is "
+                     "a symbolic link; refusing to write through it"):
+    staging.check_output(str(link), "--output", True)
+  with pytest.raises(staging.OutputError, match="is a symbolic link"):
+    staging.write_file(str(link), "x")
+  with pytest.raises(staging.OutputError, match="is a symbolic link"):
+    staging.open_own(str(link), "a")
+  assert precious.read_text() == "mine" and _intact(users)
+
+
+def test_locks_are_not_taken_through_a_planted_link(tmp_path):
+  """Issue 39: `ln -s precious.txt X/.out.lock` made the lock write a pid
+  into precious.txt."""
+  precious = tmp_path / "precious.txt"
+  precious.write_text("mine")
+  (tmp_path / ".out.lock").symlink_to(precious)
+  with pytest.raises(staging.OutputError, match=r"\.out\.lock: is a symbolic "
+                     "link; refusing to write through it"):
+    with staging.output_lock(str(tmp_path / "out"), "--output"):
+      pass
+  assert precious.read_text() == "mine"
+
+
+def test_private_directory_is_this_users_alone(tmp_path, monkeypatch):
+  monkeypatch.setattr(staging.tempfile, "tempdir", str(tmp_path))
+  path = staging.private_directory("locks")
+  assert os.stat(path).st_mode & 0o777 == 0o700
+  assert staging.private_directory("locks") == path
+  os.rmdir(path)
+  os.symlink(str(tmp_path), path)  # planted by someone else
+  with pytest.raises(staging.OutputError, match="is not a directory only "
+                     "this user can write"):
+    staging.private_directory("locks")
 
 
 def test_output_files_take_files_written_by_path_and_subdirectories(tmp_path):
@@ -90,7 +194,7 @@ def test_outputs_honour_the_umask(tmp_path):
   old = os.umask(0o022)
   try:
     staging.write_file(str(tmp_path / "f.txt"), "x")
-    with staging.staged_directory(str(tmp_path / "d")) as d:
+    with staging.staged_directory(str(tmp_path / "d"), "cmd") as d:
       open(os.path.join(d, "a"), "w").close()
   finally:
     os.umask(old)
@@ -110,7 +214,7 @@ def test_a_later_writer_clears_staging_its_killed_predecessor_left(tmp_path):
   alive.mkdir()
   mine = tmp_path / ".staging-notes"  # not a staging name: the user's
   mine.mkdir()
-  with staging.staged_directory(str(tmp_path / "out")):
+  with staging.staged_directory(str(tmp_path / "out"), "cmd"):
     pass
   assert not stale_dir.exists() and not stale_file.exists()
   assert alive.exists() and mine.exists()
@@ -196,3 +300,27 @@ def test_a_name_too_long_for_the_file_system_is_refused_first(tmp_path):
                            rf"{tmp_path} takes at most {limit}$"):
     staging.check_name_length(str(tmp_path / "new"),
                               ["short", "a" * (limit + 1)], "--name")
+
+
+def test_files_joining_a_folder_replace_files_never_folders_or_links(
+    tmp_path):
+  out_dir = _users_folder(tmp_path / "models")
+  (tmp_path / "precious.txt").write_text("mine")
+  (out_dir / "qa.tflite").symlink_to(tmp_path / "precious.txt")
+  for name, reason in (("sub", "sub is a directory"),
+                       ("qa.tflite", "is a symbolic link")):
+    out = staging.OutputFiles(str(out_dir), overwrite=True)
+    with pytest.raises(staging.OutputError, match=reason):
+      out.refuse_existing(["report.md", name])
+  out = staging.OutputFiles(str(out_dir), overwrite=False)
+  (out_dir / "report.md").write_text("old")
+  with pytest.raises(staging.OutputError, match=r"report.md exists \(pass "
+                     "--overwrite\\)"):
+    out.refuse_existing(["report.md"])
+  out = staging.OutputFiles(str(out_dir), overwrite=True)
+  out.refuse_existing(["report.md"])
+  out.add("report.md", "new")
+  out.commit()
+  assert (out_dir / "report.md").read_text() == "new" and _intact(out_dir)
+  assert (tmp_path / "precious.txt").read_text() == "mine"
+  assert sorted(os.listdir(tmp_path)) == ["models", "precious.txt"]

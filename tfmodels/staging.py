@@ -425,14 +425,21 @@ class OutputFiles:
         output_dir)
 
   def refuse_existing(self, names):
-    """OutputError if any of `names` exists already (without overwrite)."""
-    if self.overwrite:
-      return
+    """OutputError if any of `names` exists already (without overwrite),
+    or is a directory or a link (overwrite replaces files it names, never
+    a folder or what a link points at)."""
     for name in names:
-      if os.path.exists(os.path.join(self.output_dir, name)):
+      path = os.path.join(self.output_dir, name)
+      try:
+        if os.path.islink(path) or os.path.isdir(path):
+          refuse_link(path, self.flag)
+          raise OutputError(f"{self.flag} {self.output_dir}: {name} is a "
+                            "directory; it is not replaced by a file")
+        if os.path.exists(path) and not self.overwrite:
+          raise OutputError(f"{path} exists (pass --overwrite)")
+      except OutputError:
         self.discard()
-        raise OutputError(f"{os.path.join(self.output_dir, name)} exists "
-                          "(pass --overwrite)")
+        raise
 
   def add(self, name, content):
     """Stages a file (bytes or str; `name` may hold sub-directories)."""

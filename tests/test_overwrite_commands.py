@@ -1,0 +1,161 @@
+"""--overwrite replaces only what the command wrote (issue 39): every
+command that takes the flag is run with --overwrite onto a folder the user
+made, and the folder survives. A command that writes a whole directory
+refuses it in one line naming the flag; one whose files join a directory
+writes them beside the user's; one that writes a file refuses a folder."""
+
+import ast
+import os
+import pathlib
+import subprocess
+import sys
+
+import pytest
+
+from fixtures.converters import tiny_models
+
+ROOT = pathlib.Path(tiny_models.REPO)
+PACKAGES = ("tfmodels", "converters", "android_bench", "experiments")
+
+
+def _modules_with_overwrite():
+  """Every command module whose options have an `overwrite` option()."""
+  found = set()
+  for package in PACKAGES:
+    for path in sorted((ROOT / package).rglob("*.py")):
+      for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if (isinstance(node, ast.AnnAssign)
+            and getattr(node.target, "id", "") == "overwrite"
+            and isinstance(node.value, ast.Call)
+            and getattr(node.value.func, "id", "") == "option"):
+          found.add(".".join(path.relative_to(ROOT).with_suffix("").parts))
+  return found
+
+
+def _users_folder(path):
+  path.mkdir()
+  (path / "notes.txt").write_text("mine")
+  (path / "sub").mkdir()
+  (path / "sub" / "more.txt").write_text("mine too")
+  return path
+
+
+def _survives(path):
+  return ((path / "notes.txt").read_text() == "mine"
+          and (path / "sub" / "more.txt").read_text() == "mine too")
+
+
+def _run(module, *args):
+  return subprocess.run([sys.executable, "-m", module, *map(str, args)],
+                        capture_output=True, text=True, env=tiny_models.env(),
+                        cwd=tiny_models.REPO, timeout=600)
+
+
+def _refusal(result):
+  """The one error line of a refused run (no traceback, non-zero exit)."""
+  assert result.returncode != 0, result.stdout[-2000:]
+  assert "Traceback" not in result.stderr, result.stderr[-3000:]
+  lines = [l for l in result.stderr.splitlines() if l.strip()]
+  assert lines and lines[-1].startswith("error: "), result.stderr[-2000:]
+  return lines[-1]
+
+
+# module -> (argv given the user's folder U and a scratch folder T, what
+# the error says, or None when the command's files join U).
+def _input(tmp, name="input.txt"):
+  path = tmp / name
+  if not path.exists():
+    path.write_text("Some text.\n\nAnother document here.\n")
+  return path
+
+
+CASES = {
+    "tfmodels.training.compress": (
+        lambda u, t: ["--teacher_dir", t, "--data_dir", t, "--model_dir", u],
+        "--model_dir {u}: was not written by compress"),
+    "tfmodels.checkpoints.import_export": (
+        lambda u, t: ["--from", "hf", "--input", t, "--output", u],
+        "--output {u}: was not written by import_export"),
+    "tfmodels.data.create_pretraining_data": (
+        lambda u, t: ["--input_file", _input(t), "--vocab_file",
+                      tiny_models.VOCAB, "--output_dir", u],
+        "--output_dir {u}: was not written by create_pretraining_data"),
+    "tfmodels.training.evaluate": (
+        lambda u, t: ["--model_dir", t, "--data_dir", t, "--output", u],
+        "--output {u}: is a directory"),
+    "tfmodels.build_student_vocab": (
+        lambda u, t: ["--corpus", _input(t), "--output", u],
+        "--output {u}: is a directory"),
+}
+
+
+def test_every_command_with_overwrite_is_walked():
+  assert _modules_with_overwrite() == set(CASES) | set(JOINING)
+
+
+@pytest.mark.parametrize("module", sorted(CASES))
+def test_overwrite_refuses_a_folder_the_command_did_not_write(module,
+                                                              tmp_path):
+  argv, expected = CASES[module]
+  users = _users_folder(tmp_path / "users")
+  line = _refusal(_run(module, *argv(users, tmp_path), "--overwrite"))
+  assert expected.format(u=users) in line, line
+  assert _survives(users)
+  assert sorted(os.listdir(users)) == ["notes.txt", "sub"]
+
+
+def test_overwrite_refuses_the_commands_own_input(tmp_path):
+  """`compress --teacher_dir RUN --model_dir RUN --overwrite` replaced the
+  fine-tuned run with the carved model."""
+  run = _users_folder(tmp_path / "run")
+  line = _refusal(_run("tfmodels.training.compress", "--teacher_dir", run,
+                       "--data_dir", tmp_path, "--model_dir", run,
+                       "--overwrite"))
+  assert line == (f"error: --model_dir {run}: would replace --teacher_dir "
+                  f"{run}, this command's input; choose another --model_dir")
+  assert _survives(run)
+
+
+def test_a_link_as_output_is_refused_before_any_work(tmp_path):
+  """`compress --model_dir LINK --overwrite` was refused only after
+  carving."""
+  target = _users_folder(tmp_path / "elsewhere")
+  link = tmp_path / "link"
+  link.symlink_to(target)
+  line = _refusal(_run("tfmodels.training.compress", "--teacher_dir",
+                       tmp_path / "missing", "--data_dir", tmp_path,
+                       "--model_dir", link, "--overwrite"))
+  assert line == (f"error: --model_dir {link}: is a symbolic link; refusing "
+                  "to write through it (give the real path)")
+  assert _survives(target)
+
+
+@pytest.fixture(scope="module")
+def classifier(tmp_path_factory):
+  base = tmp_path_factory.getbasetemp()
+  return tiny_models.trained_classifier(base), tiny_models.spam_data(base)
+
+
+def _convert_into(users, classifier):
+  model_dir, data = classifier
+  result = tiny_models.run_converter(
+      "--model_dir", model_dir, "--task", "spam", "--data_dir", data,
+      "--vocab_file", tiny_models.VOCAB, "--max_seq_length", 64,
+      "--modes", "float32", "--output_dir", users, "--overwrite")
+  assert result.returncode == 0, result.stderr[-3000:]
+
+
+# Commands whose files join a directory: each run for real into the user's
+# folder with --overwrite, which keeps what it did not write.
+JOINING = {
+    "converters.convert_tflite": _convert_into,
+}
+
+
+@pytest.mark.parametrize("module", sorted(JOINING))
+def test_overwrite_writes_beside_what_it_did_not_write(module, tmp_path,
+                                                       classifier):
+  users = _users_folder(tmp_path / "users")
+  JOINING[module](users, classifier)
+  assert _survives(users)
+  assert len(os.listdir(users)) > 2  # its own files beside the user's
