@@ -159,3 +159,18 @@ def test_overwrite_writes_beside_what_it_did_not_write(module, tmp_path,
   JOINING[module](users, classifier)
   assert _survives(users)
   assert len(os.listdir(users)) > 2  # its own files beside the user's
+
+
+def test_a_lock_planted_as_a_link_is_not_written_through(tmp_path):
+  """`ln -s precious.txt X/.out.lock; evaluate ... --output X/out` wrote the
+  pid into precious.txt."""
+  precious = tmp_path / "precious.txt"
+  precious.write_text("mine")
+  (tmp_path / ".out.lock").symlink_to(precious)
+  line = _refusal(_run("tfmodels.training.evaluate", "--model_dir",
+                       tmp_path / "m", "--data_dir", tmp_path, "--output",
+                       tmp_path / "out"))
+  assert line == (f"error: --output {tmp_path / '.out.lock'}: is a symbolic "
+                  "link; refusing to write through it (give the real path)")
+  assert precious.read_text() == "mine"
+  assert not (tmp_path / "out").exists()

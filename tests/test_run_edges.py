@@ -130,6 +130,39 @@ def test_finetune_on_an_empty_split_is_one_line(tmp_path, init_dir, task,
   assert not (tmp_path / "run").exists()
 
 
+def test_a_resume_does_not_append_through_a_linked_history(tmp_path,
+                                                          init_dir):
+  """Issue 39: a run whose history.jsonl had become a link to an outside
+  file appended the resumed steps to that file."""
+  data = tmp_path / "data"
+  for split in ("train", "dev"):
+    _write_split(data, "spam", split, False)
+  run = tmp_path / "run"
+  first = subprocess.run(_finetune(init_dir, data, run, "--train_steps", 2,
+                                   "--checkpoint_every", 2),
+                         capture_output=True, text=True, env=_env())
+  assert first.returncode == 0, first.stderr[-2000:]
+  outside = tmp_path / "outside.txt"
+  outside.write_text("the user's\n")
+  (run / "history.jsonl").unlink()
+  (run / "history.jsonl").symlink_to(outside)
+  again = subprocess.run(_finetune(init_dir, data, run, "--train_steps", 4,
+                                   "--checkpoint_every", 2),
+                         capture_output=True, text=True, env=_env())
+  assert again.returncode != 0
+  assert _last_line(again) == (
+      f"error: --model_dir {run / 'history.jsonl'}: is a symbolic link; "
+      "refusing to write through it (give the real path)")
+  assert "Traceback" not in again.stderr
+  assert outside.read_text() == "the user's\n"
+  assert _checkpoint_steps(run) == [2]
+
+
+def _checkpoint_steps(run):
+  return sorted(int(n[5:-6]) for n in os.listdir(run)
+                if re.fullmatch(r"ckpt-\d+\.index", n))
+
+
 # --- labels only an eval split has ----------------------------------------
 
 def _constant_model(sentence=(), token=()):

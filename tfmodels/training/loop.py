@@ -101,7 +101,9 @@ class Trainer:
       print(f"resumed from {latest} at step {self.start_step}", flush=True)
     self.history_path = os.path.join(model_dir, HISTORY)
     if self.chief:
-      refuse_link(self.history_path, "--model_dir")  # appended to below
+      for appended in (self.history_path,  # lines and event files
+                       os.path.join(model_dir, "summaries")):
+        refuse_link(appended, "--model_dir")
       try:
         _truncate_history(self.history_path, self.start_step)
       except OSError as e:
