@@ -5,7 +5,7 @@
         [--serial SERIAL] [--cpu_mask big] MODEL.tflite|DIR ...
     python -m android_bench run --target host models/
     python -m android_bench parse saved_output.txt [--json]
-    python -m android_bench report RUN.json|DIR ... [--output DIR]
+    python -m android_bench report RUN.json|DIR ... [--output DIR [--overwrite]]
     python -m android_bench report OLD.json NEW.json --compare [--output DIR]
 
 `run` measures models x --delegates x --threads x --repeats (defaults:
@@ -13,7 +13,11 @@ xnnpack, 4 threads, 1 repeat, 1 warm-up + 50 runs), appends one JSON per run
 to --results_dir, prints a Markdown table and writes a PNG plot beside the
 JSON. It exits 1 if any cell failed; what was measured is kept either way.
 One run at a time per device (a second is refused: the two would share the
-device directory and its cores).
+device directory and its cores; the lock lives in this user's 0700 directory
+under the temporary root). A .tflite that is empty, not TFLite or truncated
+is refused, by name, before anything runs. `report --overwrite` replaces
+only a directory report wrote (its `.written_by.json`), never a link, the
+runs it reads or a folder holding anything else.
 With --cool_below_c 40 each cell first waits (at most --cool_timeout_s) for
 the device to cool; cells that ran hot or throttled are marked in the JSON
 and the tables.
@@ -258,7 +262,7 @@ def _check_cooling_flags(options):
 def cmd_run(options, args):
   from android_bench import report, results
   from android_bench.adb import AdbError, choose_device
-  from android_bench.model_facts import ModelError, find_models
+  from android_bench.model_facts import ModelError, check_model, find_models
   from android_bench.runner import (AdbTarget, HostTarget, SetupError,
                                     device_lock, run_matrix)
   if not args:
@@ -268,6 +272,8 @@ def cmd_run(options, args):
   _check_output(options.results_dir, "--results_dir")
   try:
     models = find_models(args)
+    for model in models:  # empty, not TFLite, truncated: before any run
+      check_model(model)
   except ModelError as e:
     _fail(str(e))
   if not models:
@@ -291,11 +297,12 @@ def cmd_run(options, args):
       _fail(str(e))
   else:
     target = HostTarget(settings, binary)
+  from tfmodels.staging import OutputError
   with held:
     try:
       run, path = run_matrix(target, models, settings, options.results_dir,
                              argv=sys.argv, name=options.name, binary=binary)
-    except AdbError as e:
+    except (AdbError, OutputError) as e:  # OutputError: a link in the way
       _fail(str(e))
     except KeyboardInterrupt:
       _fail(f"interrupted; what was measured is in {options.results_dir}")
@@ -304,7 +311,10 @@ def cmd_run(options, args):
   outputs = [path]
   if options.plot and any(r.get("latency_ms") for r in report.summarize(run)):
     plot = os.path.splitext(path)[0] + ".png"
-    report.plot_latency([run], plot)
+    try:
+      report.plot_latency([run], plot)
+    except OutputError as e:
+      _fail(f"{e} ({path} keeps the run)")
     outputs.append(plot)
   print(f"\nwrote {' and '.join(outputs)}")
   failed = [c for c in run["cells"] if c["status"] != "ok"]
@@ -384,19 +394,45 @@ def cmd_parse(options, args):
       print("  " + line)
 
 
+# The writer named in the record of a report directory (`staged_directory`):
+# --overwrite replaces a directory only when this command wrote all of it.
+REPORT_OWNER = "android_bench report"
+REPORT_FILES = ("report.md", "latency.png", "compare.png")
+REPORT_TITLE = "# android_bench report\n"
+
+
+def _older_report(directory):
+  """Whether `directory` is a report written before reports carried their
+  owner record: only report's files, plain files, report.md with its title."""
+  try:
+    names = os.listdir(directory)
+    if "report.md" not in names or not set(names) <= set(REPORT_FILES) or \
+        any(not os.path.isfile(os.path.join(directory, n))
+            or os.path.islink(os.path.join(directory, n)) for n in names):
+      return False
+    with open(os.path.join(directory, "report.md"), encoding="utf-8",
+              errors="replace") as f:
+      return f.read(len(REPORT_TITLE)) == REPORT_TITLE
+  except OSError:
+    return False
+
+
 def cmd_report(options, args):
   from android_bench import report
   from android_bench.results import ResultsError, find_runs, load_run
+  from tfmodels.staging import (OutputError, check_output, lock_until_exit,
+                                staged_directory)
   paths = find_runs(args)
   if not paths:
     _fail("report: give run JSON files or a results directory")
   if options.output:
-    if os.path.exists(options.output) and not options.overwrite:
-      _fail(f"--output {options.output} exists (pass --overwrite)")
-    _check_output(options.output, "--output")
-    from tfmodels.staging import OutputError, lock_until_exit
-    try:  # one writer of the report
-      lock_until_exit(options.output, "--output")
+    inputs = [("results directory" if os.path.isdir(a) else "run", a)
+              for a in args]
+    try:  # before any work: never a link, an input, or someone else's files
+      check_output(options.output, "--output", options.overwrite,
+                   owner=REPORT_OWNER, inputs=inputs,
+                   recognised=_older_report)
+      lock_until_exit(options.output, "--output")  # one writer of the report
     except OutputError as e:
       _fail(str(e))
   try:
@@ -414,17 +450,21 @@ def cmd_report(options, args):
   if not options.output:
     print("\n(pass --output DIR for report.md and PNG plots)")
     return
-  from tfmodels.staging import staged_directory
-  with staged_directory(options.output) as staging:
-    with open(os.path.join(staging, "report.md"), "w") as f:
-      f.write("# android_bench report\n\n" + text)
-    written = ["report.md"]
-    if report.plot_latency(runs, os.path.join(staging, "latency.png")):
-      written.append("latency.png")
-    if pairs and report.plot_ratios(
-        pairs, os.path.join(staging, "compare.png"),
-        f"{report.run_label(runs[1])} vs {report.run_label(runs[0])}"):
-      written.append("compare.png")
+  try:
+    with staged_directory(options.output, REPORT_OWNER, "--output",
+                          recognised=_older_report) as staging:
+      with open(os.path.join(staging, "report.md"), "w",
+                encoding="utf-8") as f:
+        f.write(REPORT_TITLE + "\n" + text)
+      written = ["report.md"]
+      if report.plot_latency(runs, os.path.join(staging, "latency.png")):
+        written.append("latency.png")
+      if pairs and report.plot_ratios(
+          pairs, os.path.join(staging, "compare.png"),
+          f"{report.run_label(runs[1])} vs {report.run_label(runs[0])}"):
+        written.append("compare.png")
+  except OutputError as e:  # e.g. someone's files joined it meanwhile
+    _fail(str(e))
   print("\nwrote " + ", ".join(os.path.join(options.output, w)
                                 for w in written))
 

@@ -1,6 +1,8 @@
 """Which .tflite files a run measures, and the facts recorded about each.
 
     paths = find_models(["models/", "extra/qa_int8.tflite"])
+    for path in paths:
+      check_model(path)   # ModelError: empty, not TFLite, truncated
     facts = model_facts(paths[0])  # name, path, bytes, sha256, md5, inputs...
 
 Why checksums: results are compared across days and devices, so every row
@@ -16,6 +18,11 @@ import os
 
 class ModelError(ValueError):
   """A named model path that is missing or not a .tflite file."""
+
+
+# LiteRT's flatbuffer verifier (tflite/core/model_builder.cc) says this of a
+# file whose offsets or sizes leave it: truncated, or corrupt.
+_NOT_VERIFIED = "The model is not a valid Flatbuffer buffer"
 
 
 def find_models(paths):
@@ -40,6 +47,37 @@ def find_models(paths):
       raise ModelError(f"two models share the file name {name} ({same[0]}, "
                        f"{same[1]}): results are keyed by name, rename one")
   return found
+
+
+def check_model(path):
+  """ModelError (one line naming the file) unless `path` holds a whole
+  TFLite flatbuffer: not empty, TFLite's identifier (bytes 4..8 "TFL3"),
+  and accepted by LiteRT's flatbuffer verifier, which checks every offset
+  and size against the file (run by building an interpreter, no delegate,
+  nothing allocated). A model that verifies but that this host's LiteRT
+  cannot build (Flex or custom ops) passes: a device may run it, and
+  `model_facts` records why the host could not load it."""
+  from converters.tflite_file import FILE_IDENTIFIER
+  try:
+    size = os.path.getsize(path)
+    with open(path, "rb") as f:
+      head = f.read(8)
+  except OSError as e:
+    raise ModelError(f"{path}: cannot read it ({e.strerror})") from None
+  if size == 0:
+    raise ModelError(f"{path}: is empty (0 bytes); not a TFLite model")
+  if len(head) < 8 or head[4:8] != FILE_IDENTIFIER:
+    raise ModelError(f"{path}: not a TFLite flatbuffer (no "
+                     f"{FILE_IDENTIFIER.decode()} identifier; {size} bytes)")
+  from ai_edge_litert import interpreter as litert
+  try:
+    litert.Interpreter(model_path=path, experimental_op_resolver_type=(
+        litert.OpResolverType.BUILTIN_WITHOUT_DEFAULT_DELEGATES))
+  except (ValueError, RuntimeError) as e:
+    if _NOT_VERIFIED in str(e):
+      raise ModelError(f"{path}: truncated or corrupt TFLite flatbuffer "
+                       f"({size} bytes; LiteRT's verifier rejects it)"
+                       ) from None
 
 
 def file_digests(path):

@@ -34,7 +34,6 @@ import shlex
 import signal
 import subprocess
 import sys
-import tempfile
 import time
 
 from android_bench import device_info, results, thermal
@@ -377,23 +376,35 @@ class AdbTarget:
     return removed
 
 
+def device_lock_path(serial):
+  """Where the lock of device `serial` lives: in this user's private
+  directory (0700, `private_directory`), not at a name any user of the
+  machine could take first, or replace with a link, in the shared temporary
+  directory. OutputError if that directory is not this user's alone."""
+  from tfmodels.staging import private_directory
+  name = re.sub(r"[^\w.-]", "_", serial)
+  return os.path.join(private_directory("android_bench"),
+                      f"android_bench-device-{name}")
+
+
 @contextlib.contextmanager
 def device_lock(serial):
   """One run per device while the block runs: two runs would share the
   device directory (one's clean-up removing the other's files) and each
-  other's cores. SetupError (one line, the other run's pid) if it is held
-  by another run on this host."""
+  other's cores. SetupError (one line) if it is held by another run of this
+  user, or its lock file is a link or cannot be made."""
   from tfmodels.staging import OutputError, output_lock
-  name = re.sub(r"[^\w.-]", "_", serial)
   with contextlib.ExitStack() as held:
     try:
-      held.enter_context(output_lock(os.path.join(
-          tempfile.gettempdir(), f"android_bench-device-{name}"), "device"))
+      held.enter_context(output_lock(device_lock_path(serial),
+                                     f"device {serial} lock"))
     except OutputError as e:
-      pid = re.search(r"pid (\S+)\)", str(e))
+      pid = re.search(r"another process \(pid (\S+)\)", str(e))
+      if not pid:  # a link (output_lock opens it O_NOFOLLOW), no directory
+        raise SetupError(str(e)) from None
       raise SetupError(f"device {serial}: another android_bench run (pid "
-                       f"{pid.group(1) if pid else '?'}) is using it; wait "
-                       "for it to finish") from None
+                       f"{pid.group(1)}) is using it; wait for it to "
+                       "finish") from None
     yield
 
 

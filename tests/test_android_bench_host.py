@@ -207,13 +207,13 @@ def test_host_run_report_and_compare(models, tmp_path):
       in out.stdout
   # Rows only one run has are listed without a ratio.
   assert "| tiny_qa.tflite | litert | none | 1 |" in out.stdout
-  assert sorted(os.listdir(report_dir)) == ["compare.png", "latency.png",
-                                            "report.md"]
+  assert sorted(os.listdir(report_dir)) == [".written_by.json", "compare.png",
+                                            "latency.png", "report.md"]
   assert "B / A" in (report_dir / "report.md").read_text()
   again = cli("report", first_path, second_path, "--compare",
               f"--output={report_dir}")
   assert again.returncode != 0
-  assert again.stderr.strip() == (f"error: --output {report_dir} exists "
+  assert again.stderr.strip() == (f"error: --output {report_dir}: exists "
                                   f"(pass --overwrite)")
 
 

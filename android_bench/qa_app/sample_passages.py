@@ -77,19 +77,25 @@ def main(argv):
     raise app.UsageError(f"unexpected arguments: {' '.join(argv[1:])}")
   options = from_flags(SamplePassagesOptions, FLAGS)
   from tfmodels.data.squad import SquadError
-  from tfmodels.staging import OutputError, lock_until_exit, write_file
+  from tfmodels.staging import (OutputError, check_output, lock_until_exit,
+                                write_file)
+  dev_path = os.path.join(options.data_dir, "wordnet_qa", "dev.json.gz")
   try:
-    if os.path.isdir(options.output):
-      raise OutputError(f"--output {options.output}: is a directory")
+    # The command rewrites its asset (no --overwrite), but never through a
+    # link, onto a directory or over the dev set it reads.
+    check_output(options.output, "--output", overwrite=True,
+                 inputs=[("--data_dir", dev_path)])
     lock_until_exit(options.output, "--output")  # writable, one writer
   except OutputError as e:
     sys.exit(f"error: {e}")
   try:
-    content = build_sample_passages(
-        os.path.join(options.data_dir, "wordnet_qa", "dev.json.gz"))
+    content = build_sample_passages(dev_path)
   except SquadError as e:
     sys.exit(f"error: --data_dir {e}")
-  write_file(options.output, to_json(content))
+  try:
+    write_file(options.output, to_json(content))
+  except OutputError as e:  # a link put in its place meanwhile
+    sys.exit(f"error: {e}")
   print(f"wrote {options.output}: {len(content['passages'])} passages")
 
 
