@@ -36,7 +36,10 @@ A finished step is skipped on the next run (`experiments/pipeline.py`);
 deleting a step's output directory re-runs it and the steps that read it;
 `--force` re-runs stages or steps by name. Steps whose inputs are ready run
 two at a time (`--jobs`) when their measured peaks fit together in
-`--memory_budget_gb`; the benchmark runs alone. `--tiny` is the same chain
+`--memory_budget_gb`; the benchmark runs alone. A step that peaks above the
+whole budget still runs, alone (a one-line warning says which); a budget
+below every step's peak is refused; the run's first line says how many
+steps will run at a time. `--tiny` is the same chain
 with a few steps each on slices of the data (the test), numbers
 meaningless.
 """
@@ -51,9 +54,10 @@ from absl import app
 
 from experiments import experiment
 from experiments.demo_steps import (SCALES, STAGES, DemoError,
-                                             Layout, build_steps, check_plan,
+                                             Layout, build_steps,
+                                             check_memory_budget, check_plan,
                                              data_dirs, expand_force,
-                                             find_phone)
+                                             find_phone, schedule)
 from experiments.pipeline import StepError, run_steps, sole_writer
 from tfmodels.command_options import define_flags, from_flags, option
 from tfmodels.flag_checks import refuse_nonfinite_floats
@@ -99,6 +103,11 @@ def main(argv):
              "such file")
   with experiment.one_line_errors(DemoError):
     force = expand_force(options.force)
+    # Before the output directory is made: a budget no step fits in.
+    check_memory_budget(build_steps(
+        SCALES["tiny" if options.tiny else "full"],
+        Layout(os.path.abspath(options.output_dir))),
+                        options.memory_budget_gb)
     with sole_writer(options.output_dir) as out:
       run_demo(options, out, force)
 
@@ -122,8 +131,12 @@ def run_demo(options, out, force):
   write_file(layout.plan, json.dumps(record, indent=2))
   if not os.path.exists(layout.report):
     force.add("report")
+  at_a_time, warning = schedule(steps, options.jobs,
+                                options.memory_budget_gb)
+  if warning:
+    print(warning, file=sys.stderr, flush=True)
   print(f"demo ({scale_name}): {len(steps)} steps in {layout.out}, "
-        f"{options.jobs} at a time", flush=True)
+        f"{at_a_time}", flush=True)
   try:
     run_steps(steps, force=force, jobs=options.jobs,
               log=lambda line: print(line, flush=True),

@@ -401,6 +401,97 @@ def find_phone(binary, serial=None):
           "name": device.get("model") or device["serial"]}, None
 
 
+def _gb(mb):
+  """MB as --memory_budget_gb takes it, rounded up to 0.01 GB."""
+  return f"{-(-mb * 100 // 1024) / 100:g}"
+
+
+def check_memory_budget(steps, budget_gb):
+  """DemoError (one line) if --memory_budget_gb is below the measured peak
+  of every step the budget schedules (all but the benchmarks, which run
+  alone anyway): the scheduler would start each step alone, over the
+  budget (`experiments.pipeline._fits`), so the budget would bound
+  nothing."""
+  needs = {s.name: s.memory_mb for s in steps
+           if s.memory_mb and not s.alone}
+  if not needs:  # the tiny demo measures none
+    return
+  smallest = min(needs, key=needs.get)
+  if budget_gb * 1024 < needs[smallest]:
+    raise DemoError(
+        f"--memory_budget_gb {budget_gb:g}: below every step's measured "
+        f"peak (the smallest: {smallest}, {needs[smallest]:.0f} MB); give "
+        f"at least {_gb(needs[smallest])}")
+
+
+def _upstream(steps):
+  """{step name: names of the steps it reads from, directly or not}."""
+  producer = {s.output: s.name for s in steps}
+  direct = {s.name: {producer[i] for i in s.inputs if i in producer}
+            for s in steps}
+  found = {}
+  for step in steps:  # in order: a step's inputs come before it
+    found[step.name] = set(direct[step.name])
+    for name in direct[step.name]:
+      found[step.name] |= found.get(name, set())
+  return found
+
+
+def schedule(steps, jobs, budget_gb):
+  """(how many steps run at a time, as the run's header says it; a
+  warning line, or None). What `pipeline.run_steps` does with the budget:
+  steps that read nothing of each other start side by side (up to
+  `jobs`, benchmarks alone) only while their measured peaks add up to at
+  most the budget, and one that peaks above the whole budget still
+  starts, alone."""
+  import itertools
+  budget_mb = budget_gb * 1024
+  upstream = _upstream(steps)
+  shared = [s for s in steps if not s.alone]
+
+  def together(group):  # no step of it reads another's output
+    return all(a.name not in upstream[b.name] and
+               b.name not in upstream[a.name]
+               for a, b in itertools.combinations(group, 2))
+
+  def need(group):
+    return sum(s.memory_mb or 0.0 for s in group)
+
+  # The most steps ever ready together, and the most of those that fit.
+  ready = side_by_side = 1
+  always = True  # every group ready together fits
+  for size in range(2, jobs + 1):
+    groups = [g for g in itertools.combinations(shared, size)
+              if together(g)]
+    if not groups:
+      break
+    ready = size
+    fitting = sum(need(g) <= budget_mb for g in groups)
+    if fitting:
+      side_by_side = size
+    always = always and fitting == len(groups)
+  budget = f"--memory_budget_gb {budget_gb:g}"
+  if side_by_side == 1 and ready > 1:
+    at_a_time = (f"one at a time (no two steps' measured peaks fit in "
+                 f"{budget})")
+  elif side_by_side == 1:
+    at_a_time = "one at a time"
+  elif always:
+    at_a_time = f"{side_by_side} at a time"
+  else:
+    at_a_time = (f"up to {side_by_side} at a time (as their measured "
+                 f"peaks fit in {budget})")
+  over = sorted((s.memory_mb, s.name) for s in steps
+                if (s.memory_mb or 0.0) > budget_mb)
+  warning = None
+  if over:
+    warning = (f"warning: {budget}: the measured peak of {len(over)} of "
+               f"{len(steps)} steps is above it (the largest: "
+               f"{over[-1][1]}, {over[-1][0]:.0f} MB); each of them runs "
+               "alone, over the budget")
+  return at_a_time, warning
+
+
 def expand_force(names):
   """Stage and step names -> step names; UsageError on unknown ones."""
   steps = set()

@@ -110,6 +110,40 @@ def run_command(argv, options, run_experiment, errors=(),
 RESUME = "run the same command again to resume"
 
 
+def missing_dirs(*paths):
+  """The directories among `paths` (None skipped) and their ancestors that
+  do not exist yet, deepest first: what a run may make, for
+  `remove_empty_dirs` to take away again."""
+  missing = set()
+  for path in paths:
+    path = path and os.path.abspath(path)
+    while path and not os.path.lexists(path):
+      missing.add(path)
+      path = os.path.dirname(path)
+  return sorted(missing, key=lambda p: (-p.count(os.sep), p))
+
+
+def remove_empty_dirs(made):
+  """Removes each directory of `made` (`missing_dirs`, deepest first) that
+  is still empty: a refused or failed run leaves no empty folder behind
+  (a folder holding anything stays, as do those the user had)."""
+  for path in made:
+    if os.path.isdir(path) and not os.path.islink(path):
+      with contextlib.suppress(OSError):  # not empty: it holds output
+        os.rmdir(path)
+
+
+@contextlib.contextmanager
+def no_empty_dirs_left(*paths):
+  """`remove_empty_dirs` of what the block made of `paths` (and their
+  parents), however the block ends, sys.exit included."""
+  made = missing_dirs(*paths)
+  try:
+    yield
+  finally:
+    remove_empty_dirs(made)
+
+
 @contextlib.contextmanager
 def one_line_errors(*errors, interrupted=None):
   """An OutputError (or one of `errors`: settings found wrong before the

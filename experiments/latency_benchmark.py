@@ -37,6 +37,11 @@ threads, target, median_ms, p5_ms, p95_ms, runs, size_mb, xnnpack nodes and
 partitions, float ops), benchmark.md (the table, Table 7 ratios beside the
 paper's, the issue's checks) and benchmark.png. Converted files are cached in
 --work_dir (by config, mode and length), so a rerun only times.
+--overwrite replaces those three files of an earlier run and nothing else:
+one of their names taken by a directory or a link, or a link given as
+--output_dir or --work_dir, is refused before any work, as is a
+--max_seq_length beyond a model's position table (512 for BERT and
+MobileBERT); a run that fails leaves no empty folder it made.
 
 Only `main` reads the flags, into `BenchmarkOptions`; every function takes
 that (tests and other commands: `command_options.with_defaults`).
@@ -227,12 +232,15 @@ def _key(cell, options):
   return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
-def calibration_features(path, vocab_file, seq_length, num_samples, scratch,
+def calibration_features(path, vocab_file, seq_length, num_samples,
                          vocab_size=None):
   """Our feature dict of `num_samples` real sentences: half long, half
-  short (so the mask has padding, as an app's inputs do)."""
+  short (so the mask has padding, as an app's inputs do). The sentences
+  pass through a scratch file of this process's own, never one in
+  --work_dir (a user's file of the same name stays as it was)."""
   from converters import representative
   from tfmodels.data.text_io import read_lines
+  from tfmodels.staging import scratch_directory
   from tfmodels.tokenization import WordPieceTokenizer
   tokenizer = WordPieceTokenizer(vocab_file)
   if vocab_size is not None and len(tokenizer) > vocab_size:
@@ -251,10 +259,11 @@ def calibration_features(path, vocab_file, seq_length, num_samples, scratch,
     chosen = lines[:num_samples]
   if not chosen:
     raise BenchmarkError(f"--calibration_data {path}: no sentences")
-  text = os.path.join(scratch, "calibration.txt")
-  with open(text, "w") as f:
-    f.write("\n".join(chosen) + "\n")
-  return representative.read_features(text, tokenizer, seq_length)
+  with scratch_directory(CALIBRATION_PREFIX) as scratch:
+    text = os.path.join(scratch, "calibration.txt")
+    with open(text, "w") as f:
+      f.write("\n".join(chosen) + "\n")
+    return representative.read_features(text, tokenizer, seq_length)
 
 
 def convert_cells(cells, work_dir, options):
@@ -262,8 +271,9 @@ def convert_cells(cells, work_dir, options):
   from converters import conversion, representative, runtime, tflite_file
   seq_length = options.max_seq_length
   num_samples = options.num_calibration_samples
+  # Made by the first file written into it (write_file), so a run that
+  # fails before converting anything leaves no empty models/.
   models_dir = os.path.join(work_dir, "models")
-  os.makedirs(models_dir, exist_ok=True)
   features = None
   done = {}
   by_model = {}
@@ -289,7 +299,7 @@ def convert_cells(cells, work_dir, options):
     if features is None and any(calibrated(c.mode) for c, *_ in todo):
       features = calibration_features(
           options.calibration_data, options.vocab_file, seq_length,
-          num_samples, work_dir,
+          num_samples,
           min(model_config(c.model, c.variant, options.peer_config)
               .vocab_size for c in cells))
     _progress(f"[{model} {variant}] building")
@@ -426,15 +436,65 @@ def _threads(options):
   return threads
 
 
+def _check_length(cells, options):
+  """--max_seq_length within every timed model's position table (its
+  max_position_embeddings: 512 for BERT and MobileBERT); at least 3, [CLS]
+  a piece [SEP]. A longer one failed only in the export, seconds to
+  minutes in."""
+  length = options.max_seq_length
+  if length < 3:
+    raise BenchmarkError(f"--max_seq_length {length}: at least 3 ([CLS], "
+                         "a word piece, [SEP])")
+  from tfmodels.configs import ConfigError
+  try:  # ours are shipped names (`_cells`); the peer's sizes may not load
+    bounds = {c.model: model_config(c.model, c.variant, options.peer_config)
+              .max_position_embeddings for c in cells}
+  except ConfigError as e:
+    raise BenchmarkError(f"--peer_config {e}") from None
+  model = min(bounds, key=bounds.get)  # the first of the shortest
+  if length > bounds[model]:
+    whose = (f"{model} ({options.peer_config}'s sizes)" if model == PEER
+             else model)
+    raise BenchmarkError(f"--max_seq_length {length}: at most "
+                         f"{bounds[model]}, the max_position_embeddings of "
+                         f"{whose}")
+
+
+def check_outputs(options):
+  """OutputError / BenchmarkError (one line) before any work unless the
+  outputs can take the run: no symbolic link as --output_dir or
+  --work_dir, and in --output_dir each of OUTPUTS new, or with
+  --overwrite a file to replace (its own name; never a directory or a
+  link, which this command did not write). Missing flags are
+  `experiment.held_outputs`' to refuse."""
+  from tfmodels.staging import refuse_link
+  for flag, path in (("--output_dir", options.output_dir),
+                     ("--work_dir", options.work_dir)):
+    if path:
+      refuse_link(os.path.normpath(path), flag)
+  if not options.output_dir or not os.path.isdir(options.output_dir):
+    return
+  for name in OUTPUTS:
+    path = os.path.join(options.output_dir, name)
+    if os.path.islink(path) or (os.path.exists(path) and
+                                not os.path.isfile(path)):
+      what = ("a symbolic link" if os.path.islink(path) else
+              "a directory" if os.path.isdir(path) else "not a file")
+      raise BenchmarkError(
+          f"--output_dir {options.output_dir}: {name} is {what}, which "
+          "this command did not write; --overwrite replaces only its own "
+          "files (move it away or choose another --output_dir)")
+    if os.path.exists(path) and not options.overwrite:
+      raise BenchmarkError(f"{path} exists (pass --overwrite)")
+
+
 def check_flags(options):
   """Every flag of `options`, before any work: (cells, threads), or
   BenchmarkError (one line naming the flag). Float flags that are not
   finite are `main`'s to refuse first (nonfinite_float_flag)."""
   cells = _cells(options)
   threads = _threads(options)
-  if options.max_seq_length < 3:
-    raise BenchmarkError(
-        f"--max_seq_length {options.max_seq_length}: at least 3")
+  _check_length(cells, options)
   if options.num_runs < 1 or options.repeats < 1:
     raise BenchmarkError("--num_runs and --repeats must be >= 1")
   if options.warmup_runs < 0:
@@ -463,10 +523,12 @@ def check_flags(options):
       if not os.path.isfile(getattr(options, flag)):
         raise BenchmarkError(f"--{flag} {getattr(options, flag)}: no such "
                              "file")
+  check_outputs(options)
   return cells, threads
 
 
 WORK_PREFIX = "latency-benchmark-"
+CALIBRATION_PREFIX = "latency-calibration-"
 
 
 def _own_work_dir():
@@ -536,11 +598,17 @@ def main(argv):
     if nonfinite:
       raise BenchmarkError(nonfinite)
     cells, threads = check_flags(options)
-  experiment.run_command(
-      argv, options, lambda options, out, results: _run_and_report(
-          cells, threads, options, results),
-      errors=(ValueError, OSError),
-      interrupted="nothing was written")
+  work = options.work_dir
+  # Whatever ends the run, no folder it made stays empty: --output_dir,
+  # --work_dir, their parents, the cache's models/ and runs/.
+  with experiment.no_empty_dirs_left(
+      options.output_dir, work, work and os.path.join(work, "models"),
+      work and os.path.join(work, "runs")):
+    experiment.run_command(
+        argv, options, lambda options, out, results: _run_and_report(
+            cells, threads, options, results),
+        errors=(ValueError, OSError),
+        interrupted="nothing was written")
 
 
 def _run_and_report(cells, threads, options, results):

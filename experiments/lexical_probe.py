@@ -1,6 +1,7 @@
 """How much of WordNet QA a model's word table answers by itself.
 
-    python -m experiments.lexical_probe --model_dir RUN [--rank 128]
+    python -m experiments.lexical_probe --model_dir RUN [--rank 128] \
+        [--output probe.json [--overwrite]]
 
 The table's answer to "which word means ...?" is the context word nearest
 the definition in word vectors (`probe`); no encoder runs.
@@ -19,6 +20,7 @@ Only `main` reads the flags (into `ProbeOptions`), and they are defined
 only when the module runs as a command, so tests import its functions.
 """
 
+import atexit
 import dataclasses
 import json
 import os
@@ -28,10 +30,15 @@ import sys
 from absl import app, flags
 import numpy as np
 
+from experiments.experiment import missing_dirs, remove_empty_dirs
 from experiments.paths import DATA, VOCAB
 from tfmodels.command_options import define_flags, from_flags, option
 
 WORD = re.compile(r"[\w'-]+")
+# The prefix of a model directory's checkpoint files
+# (tfmodels.checkpoints.model_dir.CHECKPOINT_PREFIX, which imports
+# TensorFlow: the output is checked before that).
+MODEL_CHECKPOINT = "ckpt"
 # Function words never answer a WordNet QA question; in the definition
 # they would pull every vector towards the same few pieces.
 STOP_WORDS = frozenset(
@@ -128,22 +135,63 @@ class ProbeOptions:
   rank: int = option(0, "Truncate the table to this rank first (0: as it "
                      "is).")
   output: str | None = option(None, "Also write the figures here (JSON).")
+  overwrite: bool = option(False, "Replace an existing --output file.")
+
+
+def _inputs(options):
+  """(flag, path) of what the probe reads, for `check_output`: the model
+  directory and the files of it that rebuild the model, the data (the
+  split's file too) and the vocabulary, given or recorded."""
+  model_dir, data_dir = options.model_dir, options.data_dir
+  inputs = [("--model_dir", model_dir), ("--data_dir", data_dir),
+            ("--vocab_file", options.vocab_file)]
+  inputs += [("--data_dir", os.path.join(data_dir, f"{options.split}.json"
+                                         + gz)) for gz in ("", ".gz")]
+  try:
+    names = os.listdir(model_dir)
+  except OSError:
+    names = []
+  inputs += [("--model_dir", os.path.join(model_dir, n)) for n in names
+             if n in ("config.json", "head.json", "task.json", "checkpoint")
+             or n.startswith(MODEL_CHECKPOINT)]
+  try:  # the vocabulary task.json records (read again by `resolve`)
+    with open(os.path.join(model_dir, "task.json")) as f:
+      recorded = json.load(f).get("vocab_file")
+    if isinstance(recorded, str):
+      inputs.append(("--model_dir's task.json vocab_file", recorded))
+  except (OSError, ValueError, AttributeError):
+    pass
+  return inputs
 
 
 def run_probe(options):
   """Probes options.model_dir's table, prints the line and writes
-  options.output; exits with one line on a bad option or input."""
-  from tfmodels.staging import check_writable, write_file
-  from tfmodels.tokenization import WordPieceTokenizer
-  from tfmodels.training.tasks import split_file
-  from tfmodels.vocab_record import resolve
+  options.output; exits with one line on a bad option or input. The
+  output is checked (new, or a file with --overwrite; no link, not one of
+  the inputs, writable) and held against a second writer before any
+  work."""
+  from tfmodels.staging import (OutputError, check_output, lock_until_exit,
+                                write_file)
   if not options.model_dir:
     sys.exit("error: --model_dir is required")
   if options.rank < 0:
     sys.exit(f"error: --rank {options.rank}: must be >= 0")
+  if options.output:  # before the model and the questions load
+    try:
+      check_output(options.output, "--output", options.overwrite,
+                   inputs=_inputs(options))
+      # The lock makes the output's folder; a run that fails leaves none
+      # empty (atexit: this runs after the lock is released).
+      atexit.register(remove_empty_dirs,
+                      missing_dirs(os.path.dirname(os.path.abspath(
+                          options.output))))
+      lock_until_exit(options.output, "--output")
+    except OutputError as e:
+      sys.exit(f"error: {e}")
+  from tfmodels.tokenization import WordPieceTokenizer  # TensorFlow: after
+  from tfmodels.training.tasks import split_file
+  from tfmodels.vocab_record import resolve
   try:
-    if options.output:
-      check_writable(options.output, "--output")
     questions = read_questions(split_file(options.data_dir, options.split,
                                           "json"))
     vocab_file = resolve(options.model_dir, options.vocab_file,
@@ -164,7 +212,11 @@ def run_probe(options):
         f"{result['correct']} of {result['total']} questions exactly "
         f"({result['exact_match']:.1f}%) by nearest word vector")
   if options.output:
-    write_file(options.output, json.dumps(result, indent=2) + "\n")
+    try:
+      write_file(options.output, json.dumps(result, indent=2) + "\n")
+    except OSError as e:  # the disk full, say: one line, not a traceback
+      sys.exit(f"error: --output {options.output}: cannot write it "
+               f"({e.strerror or e})")
 
 
 def main(argv):

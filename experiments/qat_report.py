@@ -17,9 +17,14 @@ Each conversion is a part of --work_dir (ptq_RECIPE/, qat_RECIPE/) with a
 A re-run keeps a part whose marker has the same flags and is newer than the
 model and data, and redoes the others (a failed run's leftovers are
 replaced), so after a failure only what is missing runs again; a part made
-with other flags is refused before any work unless --overwrite. Every flag
-is checked before the first conversion starts, and the conversions die with
-this process, kill -9 included (tfmodels/process_lifetime.py).
+with other flags is refused before any work unless --overwrite. A part is
+redone in place, so a folder of a part's name is used only if this command
+wrote it (`own_part`: its `qat_report.started` or `.done` marker and
+nothing but a part's files); a user's folder there, a link, or a part that
+would hold the model or data is refused before any work, --overwrite or
+not. Every flag is checked before the first conversion starts, and the
+conversions die with this process, kill -9 included
+(tfmodels/process_lifetime.py).
 
 Only `main` reads the flags, into `QatReportOptions`; every function takes
 that (tests and other commands: `command_options.with_defaults`).
@@ -29,6 +34,7 @@ import dataclasses
 import glob
 import json
 import os
+import re
 import shlex
 import signal
 import sys
@@ -42,13 +48,21 @@ from tfmodels.command_options import define_flags, from_flags, option
 from tfmodels.flag_checks import nonfinite_float_flag
 from tfmodels.process_lifetime import run_owned
 from tfmodels.sigterm import exit_on_sigterm
-from tfmodels.staging import check_writable, lock_until_exit, write_file
+from tfmodels.staging import (check_output, check_writable, lock_until_exit,
+                              refuse_link, write_file)
 
 FLAGS = flags.FLAGS
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 DONE = "qat_report.done"  # a finished part: {"flags": [...], "seconds": s}
+# A part this command started: written before its conversion runs, so a
+# failed conversion's leftovers are known to be this command's too.
+STARTED = "qat_report.started"
 REPORT = "model_report.json"
+# What a part holds besides its markers: convert_tflite's files for
+# `--name model` (and the staging a killed conversion left: `own_part`).
+PART_FILE = re.compile(r"model_[A-Za-z0-9_]+\.(tflite|model_card\.json)|"
+                       r"model_report\.(json|md)")
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -106,6 +120,7 @@ def _check_flags(options):
   if not options.qat_learning_rate > 0:
     raise ValueError(f"--qat_learning_rate {options.qat_learning_rate}: must "
                      "be > 0")
+  refuse_link(os.path.normpath(options.work_dir), "--work_dir")
   check_writable(options.work_dir, "--work_dir")
   check_writable(options.results_dir, "--results_dir")
   results = os.path.join(options.results_dir, "qat.json")
@@ -148,6 +163,24 @@ class Part:
     return "done" if made >= _newest_input(self.inputs) else "missing"
 
 
+def own_part(directory):
+  """Whether `directory` is a part this command wrote: it carries one of
+  its markers, and everything in it is a marker or a file of a part
+  (`PART_FILE`; no directory or link by those names)."""
+  names = os.listdir(directory)
+  if not set(names) & {DONE, STARTED}:
+    return False
+  for name in names:
+    path = os.path.join(directory, name)
+    if name.startswith(".staging-"):  # a killed conversion's: cleared
+      continue
+    if name not in (DONE, STARTED) and not PART_FILE.fullmatch(name):
+      return False
+    if os.path.islink(path) or not os.path.isfile(path):
+      return False
+  return True
+
+
 def _newest_input(tops):
   """The latest modification time of the files under `tops` (the model's
   and the data's directories)."""
@@ -160,8 +193,10 @@ def _newest_input(tops):
 
 
 def _parts(options):
-  """The PTQ and QAT parts; a part finished with other flags is refused
-  unless --overwrite, before either runs."""
+  """The PTQ and QAT parts, refused before either runs: a folder of a
+  part's name that this command did not write (`own_part`), a link, or a
+  part that would hold the model or data; unless --overwrite, a part
+  finished with other flags."""
   recipe = options.int8_recipe
   common = ["--model_dir", os.path.abspath(options.model_dir),
             "--data_dir", os.path.abspath(options.data_dir),
@@ -183,6 +218,15 @@ def _parts(options):
                "--qat_learning_rate", options.qat_learning_rate,
                "--qat_batch_size", options.qat_batch_size])]
   for p in parts:
+    # A part is redone in place (convert_tflite --overwrite replaces its
+    # files), so only a folder this command wrote may be one: a user's
+    # folder of that name, a link, or one holding the model or data is
+    # refused, --overwrite or not.
+    check_output(p.output_dir, "--work_dir", True, owner="qat_report",
+                 inputs=[("--model_dir", options.model_dir),
+                         ("--data_dir", options.data_dir)],
+                 recognised=own_part)
+  for p in parts:
     if p.state() == "other" and not options.overwrite:
       raise ValueError(f"--work_dir {options.work_dir}: "
                        f"{os.path.basename(p.output_dir)} holds a conversion "
@@ -201,6 +245,9 @@ def _convert(part, overwrite=False):
     marker = os.path.join(part.output_dir, DONE)
     if os.path.exists(marker):
       os.unlink(marker)
+    # Ours from now on, whatever the conversion leaves (`own_part`).
+    write_file(os.path.join(part.output_dir, STARTED),
+               json.dumps({"flags": part.flags}) + "\n")
     command = [sys.executable, "-m", "converters.convert_tflite",
                *part.flags]
     if glob.glob(os.path.join(glob.escape(part.output_dir), "model_*")):

@@ -350,6 +350,60 @@ def test_step_marker_read_defensively(tmp_path):
       "seconds": None, "finished": None, "peak_memory_mb": None}
 
 
+# ------------------------------------------------- the memory budget
+def test_a_budget_no_step_fits_in_is_refused_before_any_work(tmp_path):
+  """--memory_budget_gb 0.5 was taken although every step the budget
+  schedules needs more (the scheduler then starts each alone, over it),
+  and the header still said "2 at a time"."""
+  env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3",
+         "CUDA_VISIBLE_DEVICES": ""}
+  out = tmp_path / "out"
+  result = subprocess.run(
+      [sys.executable, "-m", "experiments.demo", "--output_dir", str(out),
+       "--memory_budget_gb", "0.5"], capture_output=True, text=True,
+      env=env, cwd=REPO, timeout=120)  # a run that was not refused: killed
+  lines = [l for l in result.stderr.strip().splitlines()
+           if not l.startswith(("WARNING: All log messages", "I0000",
+                                "W0000", "E0000"))]
+  assert (result.returncode, lines, result.stdout) == (1, [
+      "error: --memory_budget_gb 0.5: below every step's measured peak "
+      "(the smallest: app, 1000 MB); give at least 0.98"], "")
+  assert os.listdir(tmp_path) == []
+
+
+def test_the_header_says_how_many_steps_run_at_a_time(tmp_path):
+  """What pipeline.run_steps does with the budget: steps that read nothing
+  of each other start side by side while their measured peaks fit, and
+  one above the whole budget still runs, alone."""
+  full = demo.build_steps(demo.SCALES["full"], demo.Layout(str(tmp_path)))
+  assert demo.schedule(full, 2, 12.0) == ("2 at a time", None)
+  assert demo.schedule(full, 3, 12.0) == ("3 at a time", None)
+  # At most three steps are ever ready together (the QA chain, the spam
+  # chain, the teacher's QA conversion).
+  assert demo.schedule(full, 8, 100.0) == ("3 at a time", None)
+  assert demo.schedule(full, 3, 4.0) == (
+      "up to 2 at a time (as their measured peaks fit in "
+      "--memory_budget_gb 4)", None)
+  # README: "--memory_budget_gb 2.5, the steps run one at a time".
+  assert demo.schedule(full, 2, 2.5) == (
+      "one at a time (no two steps' measured peaks fit in "
+      "--memory_budget_gb 2.5)", None)
+  assert demo.schedule(full, 2, 0.98) == (
+      "one at a time (no two steps' measured peaks fit in "
+      "--memory_budget_gb 0.98)",
+      "warning: --memory_budget_gb 0.98: the measured peak of 10 of 13 "
+      "steps is above it (the largest: convert_teacher_qa, 2300 MB); each "
+      "of them runs alone, over the budget")
+  assert demo.schedule(full, 1, 12.0) == ("one at a time", None)
+  demo.check_memory_budget(full, 0.98)  # app's 1000 MB fits
+  with pytest.raises(demo.DemoError, match=r"give at least 0\.98$"):
+    demo.check_memory_budget(full, 0.97)
+  # The tiny demo measures no peak: the budget holds nothing back.
+  tiny = demo.build_steps(demo.SCALES["tiny"], demo.Layout(str(tmp_path)))
+  demo.check_memory_budget(tiny, 0.01)
+  assert demo.schedule(tiny, 3, 0.01) == ("3 at a time", None)
+
+
 # ---------------------------------------------------- the tiny demo, run
 def _demo(out, *args):
   env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3", "CUDA_VISIBLE_DEVICES": ""}

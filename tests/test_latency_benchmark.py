@@ -205,7 +205,8 @@ def test_library_takes_options_not_flags(tmp_path):
       "from tfmodels.command_options import with_defaults\n"
       "o = with_defaults(bench.BenchmarkOptions, models=('tiny_mobilebert',),"
       " variants=('nonorm_relu', 'layernorm_gelu'), modes=('float32',"
-      " 'int8_standard'), threads=('2', '1'), calibration_data="
+      " 'int8_standard'), threads=('2', '1'), max_seq_length=32,"
+      " calibration_data="
       f"{str(vocab)!r}, vocab_file={str(vocab)!r})\n"
       "cells, threads = bench.check_flags(o)\n"
       "order = sorted(cells, key=lambda c: bench._timing_order(c, o))\n"
@@ -235,3 +236,108 @@ def test_library_takes_options_not_flags(tmp_path):
       "threads": [2, 1], "same_key": True, "int8_key_moves": True,
       "fold_moves": True}
   assert error == "--threads: give thread counts >= 1"
+
+
+def _tree(top):
+  """{relative path: bytes, "dir" or the link's target} under `top`."""
+  return {str(p.relative_to(top)): (
+      f"-> {os.readlink(p)}" if p.is_symlink() else
+      p.read_bytes() if p.is_file() else "dir")
+          for p in sorted(top.rglob("*"))}
+
+
+def _last_line(result):
+  return result.stderr.strip().splitlines()[-1:]
+
+
+@pytest.mark.parametrize("models, length, line", [
+    # bert_base, mobilebert (and the rest of the defaults): 512 positions;
+    # 100000 failed after 9 s, in the export, leaving an empty models/.
+    ((), 100000, "--max_seq_length 100000: at most 512, the "
+     "max_position_embeddings of bert_base"),
+    (("--models", "tiny_mobilebert,peer_mobilebert", "--peer_config",
+      "tiny_mobilebert"), 65, "--max_seq_length 65: at most 64, the "
+     "max_position_embeddings of tiny_mobilebert"),
+    (("--models", "peer_mobilebert", "--peer_config", "tiny_mobilebert"), 65,
+     "--max_seq_length 65: at most 64, the max_position_embeddings of "
+     "peer_mobilebert (tiny_mobilebert's sizes)"),
+    ((), 0, "--max_seq_length 0: at least 3 ([CLS], a word piece, [SEP])"),
+    (("--models", "peer_mobilebert", "--peer_config", "nonexistent"), 32,
+     "--peer_config nonexistent: no such config file or shipped name"),
+])
+def test_max_seq_length_beyond_the_models_is_refused_first(tmp_path, models,
+                                                           length, line):
+  result = _run("--output_dir", tmp_path / "a" / "out", "--work_dir",
+                tmp_path / "b" / "work", *models, "--max_seq_length", length)
+  assert (result.returncode, _last_line(result)) == (1, [f"error: {line}"])
+  assert result.stdout == ""
+  assert os.listdir(tmp_path) == []  # no folder made
+
+
+def test_overwrite_replaces_only_its_own_files(tmp_path):
+  """--overwrite may replace benchmark.json / .md / .png of an earlier run,
+  nothing else: one of those names held by a folder or a link, and a link
+  as --output_dir or --work_dir, are refused before any work."""
+  out = tmp_path / "out"
+  (out / "benchmark.md").mkdir(parents=True)
+  (out / "benchmark.md" / "notes.txt").write_text("the user's")
+  (tmp_path / "elsewhere.png").write_text("the user's")
+  (out / "benchmark.png").symlink_to(tmp_path / "elsewhere.png")
+  (tmp_path / "link").symlink_to(out)
+  before = _tree(tmp_path)
+  common = ["--models", "tiny_mobilebert", "--modes", "float32",
+            "--max_seq_length", 32, "--overwrite"]
+  for args, line in [
+      (["--output_dir", out], f"--output_dir {out}: benchmark.md is a "
+       "directory, which this command did not write; --overwrite replaces "
+       "only its own files (move it away or choose another --output_dir)"),
+      (["--output_dir", tmp_path / "link"], f"--output_dir {tmp_path}/link: "
+       "is a symbolic link; refusing to write through it (give the real "
+       "path)"),
+      (["--output_dir", tmp_path / "new", "--work_dir", tmp_path / "link"],
+       f"--work_dir {tmp_path}/link: is a symbolic link; refusing to write "
+       "through it (give the real path)")]:
+    result = _run(*common, *args)
+    assert (result.returncode, _last_line(result)) == (
+        1, [f"error: {line}"]), args
+    assert _tree(tmp_path) == before, args
+  (out / "benchmark.md" / "notes.txt").unlink()
+  (out / "benchmark.md").rmdir()
+  result = _run(*common, "--output_dir", out)
+  assert _last_line(result) == [
+      f"error: --output_dir {out}: benchmark.png is a symbolic link, which "
+      "this command did not write; --overwrite replaces only its own files "
+      "(move it away or choose another --output_dir)"]
+  assert (tmp_path / "elsewhere.png").read_text() == "the user's"
+
+
+def test_a_refused_run_leaves_no_folder_it_made(tmp_path):
+  """--work_dir held by another benchmark: refused after --output_dir (and
+  the folders above it) were made for the run; they go with it."""
+  from tfmodels.staging import output_lock
+  work = tmp_path / "work"
+  with output_lock(str(work), "--work_dir"):
+    result = _run("--output_dir", tmp_path / "new" / "deeper" / "out",
+                  "--work_dir", work, "--models", "tiny_mobilebert",
+                  "--modes", "float32", "--max_seq_length", 32)
+  assert result.returncode == 1
+  assert _last_line(result) == [
+      f"error: --work_dir {work}: another process (pid {os.getpid()}) is "
+      "writing it; wait for it or choose another output"]
+  assert os.listdir(tmp_path) == []
+
+
+def test_no_empty_folder_helpers(tmp_path):
+  from experiments.experiment import missing_dirs, remove_empty_dirs
+  (tmp_path / "had").mkdir()
+  made = missing_dirs(tmp_path / "a" / "b" / "c", tmp_path / "had" / "x",
+                      None)
+  # Deepest first, so a parent is empty once its children are gone.
+  assert made == [str(tmp_path / "a" / "b" / "c"), str(tmp_path / "a" / "b"),
+                  str(tmp_path / "had" / "x"), str(tmp_path / "a")]
+  (tmp_path / "a" / "b" / "c").mkdir(parents=True)
+  (tmp_path / "had" / "x").mkdir()
+  (tmp_path / "a" / "b" / "kept.txt").write_text("output")
+  remove_empty_dirs(made)
+  assert sorted(str(p.relative_to(tmp_path)) for p in tmp_path.rglob("*")) == [
+      "a", "a/b", "a/b/kept.txt", "had"]

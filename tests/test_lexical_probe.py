@@ -93,6 +93,19 @@ def test_command_reads_a_model_dir_and_refuses_other_questions(vocab,
   assert run.returncode == 0, run.stderr
   assert "answers 2 of 2 questions exactly (100.0%)" in run.stdout
   assert json.loads((tmp_path / "out.json").read_text())["correct"] == 2
+  # An existing --output is replaced only with --overwrite.
+  (tmp_path / "out.json").write_text("an earlier run's")
+  run = subprocess.run(command + ["--output", str(tmp_path / "out.json")],
+                       capture_output=True, text=True, cwd=REPO)
+  assert run.returncode == 1 and run.stdout == ""
+  assert run.stderr.strip().splitlines()[-1] == (
+      f"error: --output {tmp_path}/out.json: exists (pass --overwrite)")
+  assert (tmp_path / "out.json").read_text() == "an earlier run's"
+  run = subprocess.run(command + ["--output", str(tmp_path / "out.json"),
+                                  "--overwrite"],
+                       capture_output=True, text=True, cwd=REPO)
+  assert run.returncode == 0, run.stderr
+  assert json.loads((tmp_path / "out.json").read_text())["correct"] == 2
 
   blocker = tmp_path / "file"
   blocker.write_text("")
@@ -131,9 +144,13 @@ def test_command_uses_the_runs_vocabulary_and_refuses_another(vocab,
   swapped = write_lines(tmp_path / "swapped.txt", list(SPECIAL_TOKENS) + [
       w if w not in ("elephant", "cat") else
       {"elephant": "cat", "cat": "elephant"}[w] for w in WORDS])
-  result = subprocess.run(command + ["--vocab_file", swapped],
+  # Refused after the output's checks: the folders its lock made for a
+  # new --output go with it.
+  result = subprocess.run(command + ["--vocab_file", swapped, "--output",
+                                     str(tmp_path / "new" / "o.json")],
                           capture_output=True, text=True, cwd=REPO)
   assert result.returncode == 1
+  assert not (tmp_path / "new").exists()
   given, own = record_of_file(swapped), record_of_file(vocab)
   assert result.stderr.strip().splitlines()[-1] == (
       f"error: --vocab_file {swapped} ({given.size} tokens, sha256 "
@@ -162,3 +179,80 @@ def test_the_options_are_the_flags_and_importing_defines_none():
   assert from_flags(ProbeOptions, values) == with_defaults(ProbeOptions)
   with pytest.raises(SystemExit, match="^error: --model_dir is required$"):
     run_probe(ProbeOptions())
+
+
+def test_model_checkpoint_prefix_is_the_model_directorys():
+  """lexical_probe names it without importing TensorFlow."""
+  from experiments.lexical_probe import MODEL_CHECKPOINT
+  from tfmodels.checkpoints.model_dir import CHECKPOINT_PREFIX
+  assert MODEL_CHECKPOINT == CHECKPOINT_PREFIX
+
+
+def _probe(*args):
+  return subprocess.run([sys.executable, "-m", "experiments.lexical_probe",
+                         *map(str, args)], capture_output=True, text=True,
+                        cwd=REPO)
+
+
+def _snapshot(top):
+  """{relative path: bytes, or the link's target} of everything under
+  `top`."""
+  found = {}
+  for path in sorted(top.rglob("*")):
+    key = str(path.relative_to(top))
+    found[key] = (f"-> {path.readlink()}" if path.is_symlink() else
+                  path.read_bytes() if path.is_file() else "dir")
+  return found
+
+
+def test_output_is_refused_before_any_work(tmp_path):
+  """--output onto a folder or a path it cannot write failed with a
+  traceback after the probe; onto a file it replaced it silently (no
+  --overwrite). Each case is now one line naming --output, before the
+  model loads (the model directory here holds no model: loading it would
+  fail with another message), and leaves every file as it was."""
+  model = tmp_path / "model"
+  model.mkdir()
+  (model / "config.json").write_text("{}")
+  (tmp_path / "folder").mkdir()
+  (tmp_path / "folder" / "mine.txt").write_text("the user's")
+  (tmp_path / "kept.json").write_text("the user's figures")
+  (tmp_path / "link.json").symlink_to(tmp_path / "kept.json")
+  (tmp_path / "afile").write_text("not a directory")
+  vocab = write_lines(tmp_path / "vocab.txt", list(SPECIAL_TOKENS))
+  before = _snapshot(tmp_path)
+  common = ["--model_dir", model, "--vocab_file", vocab]
+  cases = [
+      (["--output", tmp_path / "folder"],
+       f"--output {tmp_path}/folder: exists (pass --overwrite)"),
+      (["--output", tmp_path / "folder", "--overwrite"],
+       f"--output {tmp_path}/folder: is a directory; give the path of a "
+       "file"),
+      (["--output", tmp_path / "kept.json"],
+       f"--output {tmp_path}/kept.json: exists (pass --overwrite)"),
+      (["--output", tmp_path / "link.json", "--overwrite"],
+       f"--output {tmp_path}/link.json: is a symbolic link; refusing to "
+       "write through it (give the real path)"),
+      (["--output", model / "config.json", "--overwrite"],
+       f"--output {model}/config.json: would replace --model_dir "
+       f"{model}/config.json, this command's input; choose another "
+       "--output"),
+      (["--output", vocab, "--overwrite"],
+       f"--output {vocab}: would replace --vocab_file {vocab}, this "
+       "command's input; choose another --output"),
+      (["--output", tmp_path / "afile" / "out.json"],
+       f"--output {tmp_path}/afile/out.json: {tmp_path}/afile is not a "
+       "directory"),
+      # /proc takes no new file (as root: found when the lock is made).
+      (["--output", "/proc/probe.json"],
+       "--output /proc/probe.json: cannot write there ("),
+  ]
+  for args, line in cases:
+    run = _probe(*common, *args)
+    lines = run.stderr.strip().splitlines()
+    assert run.returncode == 1 and len(lines) == 1, (args, run.stderr)
+    assert lines[0] == f"error: {line}" or (
+        line.endswith("(") and lines[0].startswith(f"error: {line}")), (
+            args, lines)
+    assert run.stdout == ""
+    assert _snapshot(tmp_path) == before, args  # no lock, no file

@@ -202,3 +202,70 @@ def test_parts_come_from_options_not_flags(tmp_path):
                     "--modes", "int8", "--strict_int8", "--qat_steps", "5",
                     "--qat_learning_rate", "1e-05", "--qat_batch_size",
                     "16"], "missing"]]
+
+
+def _tree(top):
+  """{relative path: bytes, "dir" or the link's target} under `top`."""
+  return {str(p.relative_to(top)): (
+      f"-> {os.readlink(p)}" if p.is_symlink() else
+      p.read_bytes() if p.is_file() else "dir")
+          for p in sorted(top.rglob("*"))}
+
+
+def test_only_its_own_parts_are_redone(finetuned, tmp_path):
+  """A part is redone in place (convert_tflite --overwrite replaces its
+  files), with --overwrite or after a failure: a folder of a part's name
+  that qat_report did not write (a user's, with a model_*.tflite of theirs)
+  was taken as a failed part and its files replaced. Refused now, before
+  any conversion, as is a link; a part it wrote (its marker, convert_tflite's
+  files, a killed conversion's staging) is its own."""
+  work = tmp_path / "work"
+  user = work / "ptq_standard"
+  user.mkdir(parents=True)
+  (user / "model_float32.tflite").write_bytes(b"the user's model")
+  (user / "notes.txt").write_text("the user's")
+  (tmp_path / "elsewhere").mkdir()
+  (work / "qat_standard").symlink_to(tmp_path / "elsewhere")
+  (tmp_path / "link").symlink_to(work)
+  before = _tree(tmp_path)
+
+  def refused(*extra):
+    result = subprocess.run(
+        [str(a) for a in _argv(finetuned, tmp_path, *extra)],
+        capture_output=True, text=True, cwd=tiny_models.REPO,
+        env=tiny_models.env(), timeout=120)
+    assert result.returncode == 1 and "$ " not in result.stdout, (
+        result.stdout + result.stderr)
+    assert _tree(tmp_path) == before
+    return result.stderr.strip().splitlines()
+
+  foreign = [f"error: --work_dir {user}: was not written by qat_report (it "
+             "holds model_float32.tflite, notes.txt); --overwrite replaces "
+             "only qat_report's own output (remove it yourself or choose "
+             "another --work_dir)"]
+  assert refused() == foreign
+  assert refused("--overwrite") == foreign
+  assert refused("--work_dir", tmp_path / "link") == [
+      f"error: --work_dir {tmp_path}/link: is a symbolic link; refusing to "
+      "write through it (give the real path)"]
+  # The part as qat_report leaves it: past the check, to the flags check.
+  (user / "notes.txt").unlink()
+  (user / "qat_report.done").write_text('{"flags": ["other"]}\n')
+  (user / "model_report.json").write_text("{}")
+  (user / ".staging-ptq_standard-1-abc").mkdir()
+  before = _tree(tmp_path)
+  assert refused() == [
+      f"error: --work_dir {work}/qat_standard: is a symbolic link; refusing "
+      "to write through it (give the real path)"]
+  (work / "qat_standard").unlink()
+  before = _tree(tmp_path)
+  assert refused()[-1].endswith(
+      "ptq_standard holds a conversion made with other flags (pass "
+      "--overwrite)")
+  # A part is never the model it converts.
+  model = work / "qat_standard" / "model"
+  shutil.copytree(finetuned[0], model)
+  before = _tree(tmp_path)
+  assert refused("--model_dir", model) == [
+      f"error: --work_dir {work}/qat_standard: would replace --model_dir "
+      f"{model}, this command's input; choose another --work_dir"]
