@@ -93,18 +93,18 @@ def _model_variable_count(prefix):
 def load_model_dir_source(model_dir):
   """A `save_model_dir` output or a pretrain / distill / finetune run."""
   import tensorflow as tf
-  from tfmodels.checkpoints.model_dir import (CorruptCheckpointError,
-                                              encoder_of, load_model_dir)
+  from tfmodels.checkpoints.model_dir import (checkpoint_prefix, encoder_of,
+                                              load_model_dir)
+  from tfmodels.checkpoints.weight_mapping import CheckpointError
   try:
     model, config, head = load_model_dir(model_dir)
-  except CorruptCheckpointError as e:
+  except (ConfigError, CheckpointError) as e:  # the message names the file
     raise SourceError(f"--model_dir {model_dir}: {e}") from None
   except (ValueError, TypeError, AssertionError, tf.errors.OpError) as e:
     reason = str(e).splitlines()[0][:300]
     raise SourceError(f"--model_dir {model_dir}: checkpoint does not match "
                       f"config.json / head.json ({reason})") from None
-  prefix = tf.train.latest_checkpoint(model_dir) or os.path.join(
-      model_dir, "ckpt-1")
+  prefix = checkpoint_prefix(model_dir)  # the one load_model_dir read
   # expect_partial (needed to skip optimizer slots) would also let a config
   # with fewer layers load silently from a bigger checkpoint: count them.
   stored = _model_variable_count(prefix)

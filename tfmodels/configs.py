@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
 import os
 from typing import Any, Mapping
 
@@ -29,6 +30,23 @@ KRONECKER_MATRICES = ("query", "key", "value", "attention_output",
 # What a carved student may hold at low rank: the block matrices and the
 # word-embedding table.
 LOW_RANK_MATRICES = KRONECKER_MATRICES + ("word_embeddings",)
+
+
+# Upper bounds far beyond any released model (BERT-large: 24 layers, hidden
+# 1024, FFN 4096, 512 positions; the largest vocabularies ~256k pieces):
+# config.json comes with downloaded weights, and a corrupt or hostile value
+# must be refused in one line, not found by Keras allocating it.
+MAX_SIZES = {"vocab_size": 1 << 22, "mixed_vocab_size": 1 << 22,
+             "max_position_embeddings": 1 << 20, "intermediate_size": 1 << 18,
+             "hidden_size": 1 << 16, "embedding_size": 1 << 16,
+             "intra_bottleneck_size": 1 << 16, "attention_head_size": 1 << 16,
+             "kronecker_embedding_size": 1 << 16,
+             "mixed_vocab_embedding_size": 1 << 16,
+             "num_hidden_layers": 1 << 10, "num_attention_heads": 1 << 10,
+             "num_hidden_groups": 1 << 10, "kronecker_num_sums": 1 << 10,
+             "type_vocab_size": 1 << 10, "num_feedforward_networks": 1 << 6}
+# A JSON description larger than this is not a config (shipped ones: < 2 KB).
+MAX_JSON_BYTES = 1 << 20
 
 
 class ConfigError(ValueError):
@@ -220,9 +238,38 @@ class ModelConfig:
     for key, value in values.items():
       _check_type(source, key, value, known[key])
     try:
-      return cls(**values)
+      config = cls(**values)
     except ConfigError as e:
       raise ConfigError(f"{source}: {e}") from None
+    check_fits_memory(config, source)
+    return config
+
+
+def read_json_object(path: str) -> dict:
+  """A JSON object from a file that came from elsewhere (a downloaded model
+  directory), or ConfigError naming the file: not there, too big, not
+  UTF-8, not JSON, nested too deep, or not an object."""
+  try:
+    with open(path, "rb") as f:
+      data = f.read(MAX_JSON_BYTES + 1)
+  except FileNotFoundError:
+    raise ConfigError(f"{path}: no such file") from None
+  except OSError as e:
+    raise ConfigError(f"{path}: cannot read it ({e.strerror or e})") from None
+  if len(data) > MAX_JSON_BYTES:
+    raise ConfigError(f"{path}: larger than {MAX_JSON_BYTES} bytes, not a "
+                      "JSON description")
+  try:
+    values = json.loads(data.decode("utf-8"))
+  except UnicodeDecodeError as e:
+    raise ConfigError(f"{path}: not UTF-8 text (byte {e.start})") from None
+  except json.JSONDecodeError as e:
+    raise ConfigError(f"{path}: not valid JSON ({e})") from None
+  except RecursionError:
+    raise ConfigError(f"{path}: JSON nested too deeply") from None
+  if not isinstance(values, dict):
+    raise ConfigError(f"{path}: top level must be a JSON object")
+  return values
 
 
 def load_config(path_or_name: str) -> ModelConfig:
@@ -234,13 +281,7 @@ def load_config(path_or_name: str) -> ModelConfig:
       path = candidate
     else:
       raise ConfigError(f"{path_or_name}: no such config file or shipped name")
-  try:
-    with open(path, encoding="utf-8") as f:
-      values = json.load(f)
-  except json.JSONDecodeError as e:
-    raise ConfigError(f"{path}: not valid JSON ({e})") from None
-  if not isinstance(values, dict):
-    raise ConfigError(f"{path}: top level must be a JSON object")
+  values = read_json_object(path)
   values.setdefault("name", os.path.splitext(os.path.basename(path))[0])
   return ModelConfig.from_dict(values, source=path)
 
@@ -293,6 +334,15 @@ def _validate(c: ModelConfig):
                 "num_hidden_groups", "kronecker_num_sums",
                 "attention_head_size"):
     _require(getattr(c, field) > 0, field, "must be a positive integer")
+  for field, bound in MAX_SIZES.items():
+    value = getattr(c, field)
+    _require(value <= bound, field, f"{value} is beyond any real model"
+             f" (at most {bound})")
+  for field in ("hidden_dropout_prob", "attention_probs_dropout_prob",
+                "initializer_range", "layer_norm_eps", "mlm_layer_norm_eps",
+                "attention_mask_bias"):
+    _require(_finite(getattr(c, field)), field,
+             f"must be a finite number, got {getattr(c, field)!r}")
   for field in ("hidden_dropout_prob", "attention_probs_dropout_prob"):
     _require(0.0 <= getattr(c, field) < 1.0, field, "must be in [0, 1)")
   _require(c.model_type in MODEL_TYPES, "model_type",
@@ -379,6 +429,76 @@ def _validate(c: ModelConfig):
            "mixed_vocab_embedding_size",
            "set both mixed_vocab_size and mixed_vocab_embedding_size, or"
            " neither")
+
+
+def _finite(value) -> bool:
+  try:
+    return math.isfinite(value)
+  except OverflowError:  # an int too large for a float
+    return False
+
+
+def parameter_floor(c: ModelConfig) -> dict[str, int]:
+  """{field: parameters it accounts for}, a lower bound on the encoder's
+  weights (its big matrices), computed without building anything."""
+  if c.kronecker_embedding_size:
+    word = c.vocab_size * (c.embedding_size // c.kronecker_embedding_size)
+  elif "word_embeddings" in c.low_rank_ranks:
+    word = c.vocab_size * c.low_rank_ranks["word_embeddings"]
+  else:
+    word = c.vocab_size * c.embedding_size
+  parts = {"vocab_size": word,
+           "max_position_embeddings": c.max_position_embeddings
+           * min(c.embedding_size, c.hidden_size),
+           "mixed_vocab_size": c.mixed_vocab_size
+           * c.mixed_vocab_embedding_size}
+  if c.model_type == "mobilebert":
+    b, layers = c.block_size, c.num_hidden_layers
+    parts["intermediate_size"] = (layers * c.num_feedforward_networks * 2
+                                  * b * c.intermediate_size)
+    parts["num_hidden_layers"] = layers * 4 * min(b, c.hidden_size) * (
+        c.attention_width)  # q, k, v, output; some read the hidden width
+    return parts
+
+  def matrix(name):
+    m, n = kronecker_matrix_shape(c, name)
+    if name in c.kronecker_factor_shapes:
+      m1, n1 = c.kronecker_factor_shapes[name]
+      return c.kronecker_num_sums * (m1 * n1 + (m // m1) * (n // n1))
+    if name in c.low_rank_ranks:
+      return c.low_rank_ranks[name] * (m + n)
+    return m * n
+
+  blocks = lambda shared: (c.num_hidden_groups if c.sharing_mode in shared
+                           else c.num_hidden_layers)
+  parts["intermediate_size"] = blocks(("all", "ffn")) * (
+      matrix("intermediate") + matrix("output"))
+  parts["num_hidden_layers"] = blocks(("all", "attention")) * sum(
+      matrix(m) for m in ("query", "key", "value", "attention_output"))
+  return parts
+
+
+def physical_memory() -> int | None:
+  """Bytes of RAM of this machine (None where the OS does not say)."""
+  try:
+    return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+  except (ValueError, OSError, AttributeError):
+    return None
+
+
+def check_fits_memory(c: ModelConfig, source: str = "config"):
+  """ConfigError naming the field whose size makes the config's float32
+  weights alone larger than this machine's memory: each size may be sane
+  on its own, their product is what Keras would try to allocate."""
+  parts = parameter_floor(c)
+  needed, memory = 4 * sum(parts.values()), physical_memory()
+  if memory and needed > memory:
+    field = max(parts, key=parts.get)
+    raise ConfigError(
+        f"{source}: field '{field}' is {getattr(c, field)}: the config needs"
+        f" at least {sum(parts.values()):,} parameters ({needed / 1e9:.1f} GB"
+        f" of float32 weights), more than this machine's memory"
+        f" ({memory / 1e9:.1f} GB)")
 
 
 def kronecker_matrix_shape(c: ModelConfig, matrix: str) -> tuple[int, int]:

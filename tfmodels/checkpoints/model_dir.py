@@ -15,17 +15,22 @@ one writer at a time, and only for the run it already holds.
 
 import contextlib
 import dataclasses
+import glob
 import json
 import os
+import re
 import shutil
 
 import tensorflow as tf
 import tf_keras as keras
 
-from tfmodels.configs import ModelConfig
+from tfmodels.checkpoints.weight_mapping import CheckpointError, check_sizes
+from tfmodels.configs import (MAX_JSON_BYTES, ConfigError, ModelConfig,
+                              load_config, read_json_object)
 from tfmodels.encoders import INPUT_NAMES, build_encoder
-from tfmodels.models import (build_classifier, build_intent_slot_model,
-                             build_pretrainer, build_span_model, build_tagger)
+from tfmodels.models import (SENTENCE_OBJECTIVES, build_classifier,
+                             build_intent_slot_model, build_pretrainer,
+                             build_span_model, build_tagger)
 from tfmodels.staging import (OutputError, output_lock, staged_directory,
                               write_file)
 from tfmodels.write_errors import WRITE_FAILURES, refused
@@ -33,6 +38,11 @@ from tfmodels.write_errors import WRITE_FAILURES, refused
 HEAD_KINDS = ("encoder", "pretrainer", "classifier", "span", "tagger",
               "intent_slot")
 CHECKPOINT_PREFIX = "ckpt"
+# head.json's fields and their JSON types; classes (and slot tags) are labels
+# someone lists, so more than this many is a corrupt or hostile file.
+HEAD_FIELDS = {"kind": str, "num_classes": int, "sentence_objective": str,
+               "num_slots": int}
+MAX_CLASSES = 1 << 16
 
 
 @dataclasses.dataclass(frozen=True)
@@ -149,8 +159,9 @@ def read_task_spec(model_dir, flag="--model_dir",
 
 
 
-class CorruptCheckpointError(ValueError):
-  """A checkpoint file that cannot be read at all; the message names it."""
+class CorruptCheckpointError(CheckpointError):
+  """A model directory's checkpoint that is missing, cannot be read, or does
+  not hold what config.json / head.json describe; the message names it."""
 
 
 class RunDirError(OutputError):
@@ -289,23 +300,235 @@ def save_model_dir(model, config, head, output_dir, files=None,
     raise refused(output_dir, "the model", e, "nothing was written") from None
 
 
+def read_head(directory):
+  """DIR/head.json as a Head, or ConfigError naming the file and the field.
+
+  It comes with downloaded weights: an unknown key, a wrong type or an
+  absurd class count is refused here in one line, not found by Head() or
+  by a Keras layer of that width."""
+  path = os.path.join(directory, "head.json")
+  values = read_json_object(path)
+  for key, value in values.items():
+    kind = HEAD_FIELDS.get(key)
+    if kind is None:
+      raise ConfigError(f"{path}: unknown field '{key}' (known: "
+                        f"{', '.join(HEAD_FIELDS)})")
+    if kind is str and not isinstance(value, str):
+      raise ConfigError(f"{path}: field '{key}' must be a string, got "
+                        f"{value!r}")
+    if kind is int and (type(value) is not int  # pylint: disable=unidiomatic-typecheck
+                        or not 0 <= value <= MAX_CLASSES):
+      raise ConfigError(f"{path}: field '{key}' must be an integer in "
+                        f"[0, {MAX_CLASSES}], got {value!r}")
+  kind = values.get("kind", Head.kind)
+  if kind not in HEAD_KINDS:
+    raise ConfigError(f"{path}: field 'kind' must be one of {HEAD_KINDS}, "
+                      f"got {kind!r}")
+  objective = values.get("sentence_objective", Head.sentence_objective)
+  if objective not in SENTENCE_OBJECTIVES:
+    raise ConfigError(f"{path}: field 'sentence_objective' must be one of "
+                      f"{SENTENCE_OBJECTIVES}, got {objective!r}")
+  if kind in ("classifier", "tagger", "intent_slot") and not values.get(
+      "num_classes"):
+    raise ConfigError(f"{path}: field 'num_classes' must be at least 1 for "
+                      f"a {kind} head")
+  try:
+    return Head(**values)
+  except ValueError as e:
+    raise ConfigError(f"{path}: {e}") from None
+
+
+def checkpoint_prefix(directory):
+  """The checkpoint of DIR to load, with its files checked to be there.
+
+  A training run's `checkpoint` state file records the step it reached:
+  that step is the one loaded, or refused naming its missing files, never
+  an older one (or ckpt-1) in its place. Without a state file it is
+  ckpt-1, as `save_model_dir` writes. The recorded name is looked for beside
+  the state file: a copied run's file may hold the writer's absolute path.
+  """
+  state = os.path.join(directory, "checkpoint")
+  name, recorded = CHECKPOINT_PREFIX + "-1", ""
+  if os.path.exists(state):
+    try:
+      with open(state, "rb") as f:
+        text = f.read(MAX_JSON_BYTES).decode("utf-8")
+    except (OSError, UnicodeDecodeError) as e:
+      raise CorruptCheckpointError(f"{state}: cannot read the checkpoint "
+                                   f"state file ({e})") from None
+    found = re.search(r'^model_checkpoint_path:\s*"([^"]+)"', text, re.M)
+    if not found:
+      raise CorruptCheckpointError(f"{state}: records no "
+                                   "model_checkpoint_path")
+    name = os.path.basename(found.group(1))
+    recorded = f" ({state} records {name}; its files were deleted or not " \
+               "copied)"
+  prefix = os.path.join(directory, name)
+  missing = [] if os.path.isfile(prefix + ".index") else [name + ".index"]
+  shards = [re.search(r"\.data-(\d+)-of-(\d+)$", path) for path in
+            glob.glob(glob.escape(prefix) + ".data-*-of-*")]
+  shards = [m for m in shards if m]
+  if not shards:
+    missing.append(name + ".data-*")
+  else:
+    total = shards[0].group(2)
+    missing += sorted({f"{name}.data-{i:0{len(total)}d}-of-{total}"
+                       for i in range(int(total))}
+                      - {os.path.basename(m.string) for m in shards})
+  if missing:
+    raise CorruptCheckpointError(f"{prefix}: checkpoint files missing: "
+                                 f"{', '.join(missing)}{recorded}")
+  return prefix
+
+
+def _unreadable(prefix, e):
+  return CorruptCheckpointError(
+      f"{prefix}: cannot read the checkpoint ({_first_line(e)}); its data "
+      "file is truncated or corrupt")
+
+
+def _first_line(e):
+  text = str(e).strip()
+  return text.splitlines()[0][:300] if text else type(e).__name__
+
+
+def stored_shapes(prefix):
+  """{our variable name: shape} of the model variables a checkpoint holds,
+  from its object graph: read from the files, without building a model."""
+  from google.protobuf.message import DecodeError
+  from tensorflow.core.protobuf import trackable_object_graph_pb2
+  graph_key = "_CHECKPOINTABLE_OBJECT_GRAPH"
+  try:
+    reader = tf.train.load_checkpoint(prefix)
+    shapes = reader.get_variable_to_shape_map()
+    if graph_key not in shapes:
+      return {}
+    graph = trackable_object_graph_pb2.TrackableObjectGraph()
+    graph.ParseFromString(reader.get_tensor(graph_key))
+  except (tf.errors.OpError, ValueError, IndexError, DecodeError) as e:
+    raise _unreadable(prefix, e) from None
+  return {a.full_name.split(":")[0]: shapes[a.checkpoint_key]
+          for node in graph.nodes for a in node.attributes
+          if a.checkpoint_key.startswith("model/")
+          and ".OPTIMIZER_SLOT" not in a.checkpoint_key
+          and a.checkpoint_key in shapes}
+
+
+def _block_names(c):
+  """The transformer blocks' layer names the encoder of `c` has."""
+  if c.model_type == "mobilebert":
+    return {f"layer_{i}" for i in range(c.num_hidden_layers)}
+  names = set()
+  for i in range(c.num_hidden_layers):
+    g = c.group_of_layer(i)
+    for part, shared in (("attention", ("all", "attention")),
+                         ("ffn", ("all", "ffn"))):
+      names.add(f"group_{g}_{part}" if c.sharing_mode in shared
+                else f"layer_{i}_{part}")
+  return names
+
+
+def _check_against_checkpoint(directory, prefix, config, head):
+  """CheckpointError naming the config.json / head.json field whose size
+  the checkpoint's tensors do not have: checked on the stored shapes, so
+  a vocab_size, max_position_embeddings or layer count that the weights
+  do not have is refused before Keras allocates it."""
+  shapes = stored_shapes(prefix)
+  config_path = os.path.join(directory, "config.json")
+  c, e = config, "embeddings/"
+  check_sizes({
+      e + "word_embeddings/embeddings": ("vocab_size", c.vocab_size, 0),
+      e + "word_embeddings/kronecker_a": ("vocab_size", c.vocab_size, 0),
+      e + "word_embeddings/table": ("vocab_size", c.vocab_size, 0),
+      e + "position_embeddings": ("max_position_embeddings",
+                                  c.max_position_embeddings, 0),
+      e + "token_type_embeddings/embeddings": ("type_vocab_size",
+                                               c.type_vocab_size, 0),
+      e + "student_word_embeddings/embeddings": ("mixed_vocab_size",
+                                                 c.mixed_vocab_size, 0),
+  }, shapes, config_path, prefix)
+  classes = {"classifier": {"classifier/logits/kernel": "num_classes"},
+             "tagger": {"tagger/logits/kernel": "num_classes"},
+             "intent_slot": {"intent_slot/intent/logits/kernel":
+                             "num_classes",
+                             "intent_slot/slots/logits/kernel": "num_slots"}}
+  head_path = os.path.join(directory, "head.json")
+  check_sizes({name: (field, getattr(head, field), 1)
+               for name, field in classes.get(head.kind, {}).items()},
+              shapes, head_path, prefix)
+  # Heads of equal shapes (a 2-class classifier, a span head) would load
+  # into each other silently: the checkpoint's layer names say which it is.
+  layer_kinds = {"mlm": "pretrainer", **{k: k for k in HEAD_KINDS}}
+  held_kinds = {layer_kinds[n.split("/")[0]] for n in shapes
+                if n.split("/")[0] in layer_kinds}
+  objectives = {n.split("/")[0] for n in shapes} & set(SENTENCE_OBJECTIVES)
+  for field, value, held in (("kind", head.kind, held_kinds),
+                             ("sentence_objective", head.sentence_objective,
+                              objectives if head.kind == "pretrainer"
+                              else set())):
+    if value != "encoder" and held and value not in held:
+      raise CheckpointError(
+          f"{head_path}: field '{field}' is {value!r}, but the checkpoint "
+          f"{prefix} holds a {'/'.join(sorted(held))} head; the checkpoint "
+          "does not match head.json")
+  block = re.compile(r"((?:layer|group)_\d+(?:_attention|_ffn)?)/")
+  held = {m.group(1) for m in map(block.match, shapes) if m}
+  wanted = _block_names(config)
+  if held and held != wanted:
+    order = lambda n: (int(re.search(r"\d+", n).group()), n)
+    absent, extra = sorted(wanted - held, key=order), sorted(
+        held - wanted, key=order)
+    sharing = "" if c.sharing_mode == "none" else (
+        f" (sharing_mode {c.sharing_mode!r}, num_hidden_groups "
+        f"{c.num_hidden_groups})")
+    found = (f"has no block {absent[0]}" if absent
+             else f"also holds block {extra[0]}")
+    raise CheckpointError(
+        f"{config_path}: field 'num_hidden_layers' is {c.num_hidden_layers}"
+        f"{sharing}, but the checkpoint {prefix} {found}; the checkpoint "
+        "does not match config.json")
+
+
+def _check_vocabulary(directory, config):
+  """ConfigError when the vocabulary the directory's task.json records has
+  more pieces than the word table: their ids would index past it."""
+  from tfmodels.vocab_record import read_task, recorded
+  path = os.path.join(directory, "task.json")
+  try:
+    record = recorded(read_task(directory), path)
+  except ValueError as e:
+    raise ConfigError(str(e)) from None
+  if record is not None and record.size > config.vocab_size:
+    raise ConfigError(
+        f"{os.path.join(directory, 'config.json')}: field 'vocab_size' is "
+        f"{config.vocab_size}, but the vocabulary {path} records has "
+        f"{record.size} pieces")
+
+
 def load_model_dir(directory):
   """(model, config, head) from `save_model_dir` or a training run's dir.
 
-  A training run's latest checkpoint is used; its optimizer state is not.
+  A model directory is downloaded input: config.json and head.json are
+  validated (bounds included), then held against the vocabulary task.json
+  records and the checkpoint's stored shapes, all before a model is built;
+  a refusal is one line naming the file and the field (ConfigError,
+  CheckpointError or CorruptCheckpointError, all ValueErrors). A training
+  run's recorded checkpoint is used (see `checkpoint_prefix`); its
+  optimizer state is not.
   """
-  from tfmodels.configs import load_config
   config = load_config(os.path.join(directory, "config.json"))
-  with open(os.path.join(directory, "head.json")) as f:
-    head = Head(**json.load(f))
+  head = read_head(directory)
+  _check_vocabulary(directory, config)
+  prefix = checkpoint_prefix(directory)
+  _check_against_checkpoint(directory, prefix, config, head)
   model = build_model(config, head)
-  prefix = tf.train.latest_checkpoint(directory) or os.path.join(
-      directory, CHECKPOINT_PREFIX + "-1")
   try:
     status = tf.train.Checkpoint(model=model).read(prefix)
+    status.expect_partial().assert_existing_objects_matched()
   except (IndexError, tf.errors.DataLossError) as e:  # a truncated file
+    raise _unreadable(prefix, e) from None
+  except (ValueError, AssertionError) as e:  # a width or head that differs
     raise CorruptCheckpointError(
-        f"{prefix}: cannot read the checkpoint ({e}); its data file is "
-        "truncated or corrupt") from None
-  status.expect_partial().assert_existing_objects_matched()
+        f"{prefix}: checkpoint does not match config.json / head.json "
+        f"({_first_line(e)})") from None
   return model, config, head

@@ -19,7 +19,8 @@ import os
 import tensorflow as tf
 
 from tfmodels.checkpoints.model_dir import Head, build_model
-from tfmodels.checkpoints.weight_mapping import CheckpointError, Entry, assign
+from tfmodels.checkpoints.weight_mapping import (CheckpointError, Entry,
+                                                 assign, check_sizes)
 from tfmodels.configs import ConfigError, ModelConfig
 
 _OPTIMIZER_SUFFIXES = ("/adam_m", "/adam_v", "/Adam", "/Adam_1", "/lamb_m",
@@ -201,7 +202,28 @@ def read_config(path, arch):
   if (config.model_type == "mobilebert") != (arch == "mobilebert"):
     raise CheckpointError(f"{path}: a {config.model_type} config for a "
                           f"{arch} checkpoint")
+  for field, ours_only in _not_in_tf1(config, arch).items():
+    if ours_only:
+      raise CheckpointError(
+          f"{path}: field '{field}' ({getattr(config, field)!r}) has no "
+          f"tensors in a Google TF1 {arch} checkpoint; it describes one of "
+          "our own models (a model directory), not this import")
   return config
+
+
+def _not_in_tf1(config, arch):
+  """{field: set}: what our config can say that Google's checkpoints have
+  no tensors for (carved, Kronecker, mixed-vocabulary or partly shared
+  models; a BERT embedding projection), refused before a model is built."""
+  return {
+      "low_rank_ranks": bool(config.low_rank_ranks),
+      "kronecker_factor_shapes": bool(config.kronecker_factor_shapes),
+      "kronecker_embedding_size": config.kronecker_embedding_size > 0,
+      "mixed_vocab_size": config.mixed_vocab_size > 0,
+      "sharing_mode": arch == "bert" and config.sharing_mode != "none",
+      "embedding_size": arch == "bert" and (
+          config.embedding_size != config.hidden_size),
+  }
 
 
 def _default_config_path(prefix, arch):
@@ -225,10 +247,18 @@ def import_checkpoint(prefix, config_path=None, name=None):
   names = [n for n in reader.get_variable_to_shape_map()
            if not n.endswith(_OPTIMIZER_SUFFIXES) and n not in _OPTIMIZER_NAMES]
   arch = architecture(names)
-  config = read_config(config_path or _default_config_path(prefix, arch),
-                       arch)
+  config_path = config_path or _default_config_path(prefix, arch)
+  config = read_config(config_path, arch)
   if name:
     config = config.replace(name=name)
+  table = "bert/embeddings/{}".format  # sizes checked before the build
+  check_sizes({
+      table("word_embeddings"): ("vocab_size", config.vocab_size, 0),
+      table("position_embeddings"): ("max_position_embeddings",
+                                     config.max_position_embeddings, 0),
+      table("token_type_embeddings"): ("type_vocab_size",
+                                       config.type_vocab_size, 0),
+  }, reader.get_variable_to_shape_map(), config_path, prefix)
   kind = detect_head(set(names), prefix)
   if kind == "classifier":
     head = Head(kind, num_classes=reader.get_variable_to_shape_map()[

@@ -8,6 +8,7 @@ that differs.
 """
 
 import dataclasses
+import os
 
 import numpy as np
 
@@ -21,6 +22,28 @@ class Entry:
   ours: str  # Keras variable name without ":0"
   theirs: str  # tensor name in the other format
   transpose: bool = False  # PyTorch Linear weights are [out, in]
+
+
+def check_sizes(sizes, shapes, config_path, source):
+  """CheckpointError unless each stored tensor has the size its config field
+  says, checked on the shapes alone, before a model is built: a vocab_size
+  or max_position_embeddings that the weights do not have would otherwise
+  be allocated first (and may not fit in memory) and refused only after.
+
+  Args:
+    sizes: {tensor name: (config field, value, axis)}; a name the checkpoint
+      does not hold is skipped (the mapping refuses it later).
+    shapes: {tensor name: shape} of the checkpoint.
+    config_path: the file the fields come from, for the message.
+    source: the checkpoint, for the message.
+  """
+  for name, (field, value, axis) in sizes.items():
+    shape = shapes.get(name)
+    if shape is not None and (len(shape) <= axis or shape[axis] != value):
+      raise CheckpointError(
+          f"{config_path}: field '{field}' is {value}, but tensor {name} of "
+          f"{source} has shape {list(shape)}; the checkpoint does not match "
+          f"{os.path.basename(config_path)}")
 
 
 def variables_by_name(model):
