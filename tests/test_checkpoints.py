@@ -218,7 +218,7 @@ def test_command_converts_both_ways(tmp_path):
   result = _convert("--from", "hf", "--input", source, "--output", str(ours))
   assert result.returncode == 0, result.stderr[-800:]
   assert sorted(os.listdir(ours)) == [
-      "ckpt-1.data-00000-of-00001", "ckpt-1.index", "config.json",
+      ".written_by.json", "ckpt-1.data-00000-of-00001", "ckpt-1.index", "config.json",
       "head.json", "saved_model"]
   result = _convert("--to", "hf", "--input", str(ours), "--output",
                     str(again))

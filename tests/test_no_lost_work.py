@@ -241,7 +241,7 @@ def test_evaluate_output_is_refused_before_scoring(tmp_path):
                 tmp_path / "metrics.json")
   assert result.returncode != 0
   assert _last_line(result) == (f"error: --output {tmp_path / 'metrics.json'}"
-                                " exists (pass --overwrite)")
+                                ": exists (pass --overwrite)")
   assert (tmp_path / "metrics.json").read_text() == "mine"
 
 

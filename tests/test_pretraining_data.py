@@ -279,12 +279,15 @@ def test_command_writes_shards_and_refuses_to_overwrite(tmp_path):
   meta = json.loads((out / "meta.json").read_text())
   assert meta["documents"] == 2 and meta["instances"] > 0
   assert sorted(os.listdir(out)) == [
-      "meta.json", "pretrain-00000-of-00002.tfrecord",
+      ".written_by.json", "meta.json", "pretrain-00000-of-00002.tfrecord",
       "pretrain-00001-of-00002.tfrecord"]
   again = subprocess.run(command, capture_output=True, text=True, env=env)
   assert again.returncode != 0
   assert again.stderr.strip().endswith(
-      f"error: --output_dir {out} exists (pass --overwrite to replace it)")
+      f"error: --output_dir {out}: exists (pass --overwrite)")
+  replaced = subprocess.run(command + ["--overwrite"], capture_output=True,
+                            text=True, env=env)  # its own output
+  assert replaced.returncode == 0, replaced.stderr[-500:]
 
 
 def test_command_refuses_bad_input_and_foreign_directories(tmp_path):
@@ -307,7 +310,9 @@ def test_command_refuses_bad_input_and_foreign_directories(tmp_path):
       base + ["--input_file", HELDOUT_CORPUS, "--output_dir", str(mine),
               "--overwrite"], capture_output=True, text=True, env=env)
   assert foreign.returncode != 0
-  assert "refusing to replace it" in foreign.stderr
+  assert foreign.stderr.strip().splitlines()[-1].startswith(
+      f"error: --output_dir {mine}: was not written by "
+      "create_pretraining_data (it holds notes.txt)")
   assert (mine / "notes.txt").read_text() == "keep me"
 
 

@@ -47,4 +47,4 @@ def test_command_reports_overlap(tmp_path):
        "--output", str(out)], capture_output=True, text=True,
       env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"})
   assert refused.returncode != 0
-  assert f"--output {out} exists" in refused.stderr
+  assert f"--output {out}: exists" in refused.stderr
