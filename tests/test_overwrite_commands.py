@@ -230,3 +230,16 @@ def test_a_lock_planted_as_a_link_is_not_written_through(tmp_path):
                   "link; refusing to write through it (give the real path)")
   assert precious.read_text() == "mine"
   assert not (tmp_path / "out").exists()
+
+
+def test_export_to_hf_refuses_a_folder_it_did_not_write(tmp_path,
+                                                        classifier):
+  """`import_export --to hf ... --output DIR --overwrite` deleted DIR's
+  notes.txt, as --from hf did (CASES)."""
+  model_dir, _ = classifier
+  users = _users_folder(tmp_path / "users")
+  line = _refusal(_run("tfmodels.checkpoints.import_export", "--to", "hf",
+                       "--input", model_dir, "--output", users,
+                       "--overwrite"))
+  assert f"--output {users}: was not written by import_export" in line
+  assert _survives(users)
