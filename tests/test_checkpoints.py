@@ -23,7 +23,7 @@ from tfmodels.checkpoints.weight_mapping import CheckpointError
 FIXTURES = os.path.join(REPO, "tests", "fixtures", "checkpoints")
 HF_FIXTURES = ["bert_pretraining", "bert_classifier", "bert_qa",
                "albert_pretraining", "mobilebert_pretraining",
-               "mobilebert_layernorm", "mobilebert_qa"]
+               "mobilebert_layernorm", "mobilebert_qa", "bert_tagger"]
 TF1_FIXTURES = ["bert_pretraining", "albert_pretraining",
                 "mobilebert_pretraining"]
 TOLERANCE = 1e-4
@@ -65,8 +65,8 @@ def _assert_matches(out, head, recorded):
     sentence = recorded.get("seq_relationship_logits",
                             recorded.get("sop_logits"))
     close(out["sentence_logits"], sentence, "NSP / SOP logits")
-  elif head.kind == "classifier":
-    close(out["logits"], recorded["logits"], "classifier logits")
+  elif head.kind in ("classifier", "tagger"):
+    close(out["logits"], recorded["logits"], f"{head.kind} logits")
   elif head.kind == "span":
     close(out["start_logits"], recorded["start_logits"], "start logits")
     close(out["end_logits"], recorded["end_logits"], "end logits")
@@ -76,7 +76,8 @@ def _assert_matches(out, head, recorded):
 def test_hf_import_matches_transformers(name):
   model, config, head = hf.import_checkpoint(os.path.join(FIXTURES, name))
   expected_head = {"pretraining": "pretrainer", "classifier": "classifier",
-                   "qa": "span", "layernorm": "pretrainer"}[name.split("_")[1]]
+                   "qa": "span", "layernorm": "pretrainer",
+                   "tagger": "tagger"}[name.split("_")[1]]
   assert head.kind == expected_head
   _assert_matches(_run(model, head, _recorded(name)), head, _recorded(name))
 

@@ -76,7 +76,10 @@ _PREFIX = {"bert": "bert.", "albert": "albert.", "mobilebert": "mobilebert."}
 _CLASS = {"bert": "Bert", "albert": "Albert", "mobilebert": "MobileBert"}
 _ARCHITECTURE = {"encoder": "Model", "pretrainer": "ForPreTraining",
                  "classifier": "ForSequenceClassification",
-                 "span": "ForQuestionAnswering"}
+                 "span": "ForQuestionAnswering",
+                 "tagger": "ForTokenClassification"}
+# Heads that transformers builds on an encoder without its pooler.
+_NO_POOLER = ("span", "tagger")
 
 
 def hf_model_type(config: ModelConfig):
@@ -152,7 +155,7 @@ def config_to_hf(config: ModelConfig, head: Head):
     out["true_hidden_size"] = (config.intra_bottleneck_size
                                if config.use_bottleneck else
                                config.hidden_size)
-  if head.kind == "classifier":
+  if head.kind in ("classifier", "tagger"):
     out["id2label"] = {str(i): f"LABEL_{i}" for i in range(head.num_classes)}
     out["label2id"] = {f"LABEL_{i}": i for i in range(head.num_classes)}
   return out
@@ -266,8 +269,8 @@ def tensor_entries(config: ModelConfig, head: Head, prefix):
       entries += _bert_layer(
           f"group_{g}_attention", f"group_{g}_ffn",
           f"{p}encoder.albert_layer_groups.{g}.albert_layers.0.", albert=True)
-  if head.kind == "span":
-    pass  # the QA models of transformers have no pooler
+  if head.kind in _NO_POOLER:
+    pass  # transformers' QA and token classifiers have no pooler
   elif model_type == "albert":
     entries += _dense("pooler", f"{p}pooler")
   elif model_type == "bert" or config.classifier_activation:
@@ -278,6 +281,8 @@ def tensor_entries(config: ModelConfig, head: Head, prefix):
     entries += _dense("classifier/logits", "classifier")
   elif head.kind == "span":
     entries += _dense("span/span_logits", "qa_outputs")
+  elif head.kind == "tagger":
+    entries += _dense("tagger/logits", "classifier")
   return entries
 
 
@@ -308,8 +313,10 @@ def tied_copies(config: ModelConfig, prefix):
           f"{mlm}decoder.bias": f"{mlm}bias"}
 
 
-def detect_head(model_type, tensors, source):
-  """The head a state dict holds, from its tensor names."""
+def detect_head(model_type, tensors, source, architectures=()):
+  """The head a state dict holds, from its tensor names; a sequence and a
+  token classifier share theirs (`classifier`), so the config's
+  `architectures` tells them apart."""
   mlm = "predictions.bias" if model_type == "albert" else "cls.predictions.bias"
   sentence = ("sop_classifier.classifier.weight" if model_type == "albert"
               else "cls.seq_relationship.weight")
@@ -322,7 +329,10 @@ def detect_head(model_type, tensors, source):
     return Head("pretrainer", sentence_objective="sop"
                 if model_type == "albert" else "nsp")
   if "classifier.weight" in tensors:
-    return Head("classifier", num_classes=tensors["classifier.weight"].shape[0])
+    token = any(str(a).endswith("ForTokenClassification")
+                for a in architectures or ())
+    return Head("tagger" if token else "classifier",
+                num_classes=tensors["classifier.weight"].shape[0])
   if "qa_outputs.weight" in tensors:
     return Head("span")
   return Head("encoder")
@@ -373,7 +383,9 @@ def import_checkpoint(path, name=None):
   model_type = hf_model_type(config)
   prefix = _PREFIX[model_type] if any(
       k.startswith(_PREFIX[model_type]) for k in tensors) else ""
-  head = detect_head(model_type, tensors, source)
+  architectures = hf.get("architectures")
+  head = detect_head(model_type, tensors, source,
+                     architectures if isinstance(architectures, list) else ())
   ignored = {k for k in tensors
              if k.endswith(("position_ids", "embeddings.token_type_ids"))}
   for copy, original in tied_copies(config, prefix).items():
@@ -394,7 +406,7 @@ def import_checkpoint(path, name=None):
               os.path.join(os.path.dirname(source), CONFIG_NAME), source)
   model = build_model(config, head)
   assign(model, tensor_entries(config, head, prefix), tensors, source,
-         ignored, absent=("pooler/",) if head.kind == "span" else ())
+         ignored, absent=("pooler/",) if head.kind in _NO_POOLER else ())
   return model, config, head
 
 
