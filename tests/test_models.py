@@ -82,3 +82,15 @@ def test_checkpoint_and_savedmodel_round_trip(tmp_path, name):
   np.testing.assert_allclose(loaded(enc_features)["sequence_output"],
                              encoder(enc_features)["sequence_output"],
                              rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("kind", ["classifier", "span", "tagger", "mlm"])
+def test_a_model_named_like_a_head_layer_builds(kind):
+  """An imported directory named `classifier` made a model whose encoder
+  and head layer had the same name, which Keras refuses."""
+  config = load_config("tiny_bert").replace(name=kind)
+  model = {"classifier": lambda: build_classifier(config, 3),
+           "span": lambda: build_span_model(config),
+           "tagger": lambda: build_tagger(config, 4),
+           "mlm": lambda: build_pretrainer(config)}[kind]()
+  assert model.get_layer(kind) is not model.get_layer(f"{kind}_encoder")

@@ -245,19 +245,19 @@ class ModelConfig:
     return config
 
 
-def read_json_object(path: str) -> dict:
+def read_json_object(path: str, max_bytes: int = MAX_JSON_BYTES) -> dict:
   """A JSON object from a file that came from elsewhere (a downloaded model
-  directory), or ConfigError naming the file: not there, too big, not
-  UTF-8, not JSON, nested too deep, or not an object."""
+  directory), or ConfigError naming the file: not there, larger than
+  `max_bytes`, not UTF-8, not JSON, nested too deep, or not an object."""
   try:
     with open(path, "rb") as f:
-      data = f.read(MAX_JSON_BYTES + 1)
+      data = f.read(max_bytes + 1)
   except FileNotFoundError:
     raise ConfigError(f"{path}: no such file") from None
   except OSError as e:
     raise ConfigError(f"{path}: cannot read it ({e.strerror or e})") from None
-  if len(data) > MAX_JSON_BYTES:
-    raise ConfigError(f"{path}: larger than {MAX_JSON_BYTES} bytes, not a "
+  if len(data) > max_bytes:
+    raise ConfigError(f"{path}: larger than {max_bytes} bytes, not a "
                       "JSON description")
   try:
     values = json.loads(data.decode("utf-8"))

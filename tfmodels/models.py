@@ -23,8 +23,17 @@ from tfmodels.heads import (ClassificationHead, JointIntentSlotHead,
 SENTENCE_OBJECTIVES = ("nsp", "sop")
 
 
+# The layers heads add beside the encoder, itself a layer of the model named
+# after its config: a model called "classifier" (an imported directory's
+# name, say) must not collide with them.
+_HEAD_LAYERS = ("mlm", "nsp", "sop", "classifier", "span", "tagger",
+                "intent_slot")
+
+
 def _encoder_and_inputs(config, encoder, seq_length):
-  encoder = encoder or build_encoder(config, seq_length)
+  if encoder is None:
+    encoder = build_encoder(config, seq_length, name=(
+        f"{config.name}_encoder" if config.name in _HEAD_LAYERS else None))
   inputs = {name: keras.Input(shape=t.shape[1:], dtype=t.dtype, name=name)
             for name, t in encoder.input.items()}
   return encoder, inputs, encoder(inputs)

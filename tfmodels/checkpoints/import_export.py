@@ -10,7 +10,8 @@ ours to HF.
         --output /tmp/hf_again
 
 Our directory holds config.json, head.json, a tf.train.Checkpoint and a
-SavedModel (see `model_dir.py`). Every tensor must map to a variable and every
+SavedModel (see `model_dir.py`), and from a Hugging Face directory with a
+tokenizer its vocab.txt (checked against the model: `hf_tokenizer.py`). Every tensor must map to a variable and every
 variable to a tensor, with the same shape, or nothing is written.
 """
 
@@ -53,11 +54,21 @@ OWNER = "import_export"  # what --overwrite may replace: this command's output
 
 
 def _import(options):
+  """(model, config, head, files joining the model directory): a Hugging
+  Face directory's tokenizer, checked against its model, becomes its
+  vocab.txt."""
   if options.from_ == "hf":
     from tfmodels.checkpoints import hf
-    return hf.import_checkpoint(options.input, options.name)
+    from tfmodels.checkpoints.hf_tokenizer import read_tokenizer
+    model, config, head = hf.import_checkpoint(options.input, options.name)
+    directory = (options.input if os.path.isdir(options.input)
+                 else os.path.dirname(options.input))
+    tokenizer = read_tokenizer(directory, config)
+    files = {"vocab.txt": tokenizer.vocab_text()} if tokenizer else {}
+    return model, config, head, files
   from tfmodels.checkpoints import tf1
-  return tf1.import_checkpoint(options.input, options.config, options.name)
+  return (*tf1.import_checkpoint(options.input, options.config,
+                                 options.name), {})
 
 
 def _export_hf(options):
@@ -96,18 +107,23 @@ def main(argv):
   logging.set_verbosity(logging.WARNING)  # SavedModel writing is chatty
   from tfmodels.checkpoints.weight_mapping import CheckpointError
   from tfmodels.configs import ConfigError
+  files = {}
   try:
     if options.to:
       config, head = _export_hf(options)
     else:
       from tfmodels.checkpoints.model_dir import save_model_dir
-      model, config, head = _import(options)
-      save_model_dir(model, config, head, options.output, owner=OWNER)
+      model, config, head, files = _import(options)
+      save_model_dir(model, config, head, options.output, files,
+                     owner=OWNER)
   except (CheckpointError, ConfigError, OSError, OutputError) as e:
     sys.exit(f"error: {e}")
+  vocabulary = (f", its tokenizer's vocab.txt "
+                f"({len(files['vocab.txt'].splitlines())} pieces, uncased)"
+                if "vocab.txt" in files else "")
   print(f"{config.name}: {config.model_type}, {config.num_hidden_layers} "
-        f"layers, hidden {config.hidden_size}, head {head.kind} -> "
-        f"{options.output}")
+        f"layers, hidden {config.hidden_size}, head {head.kind}{vocabulary} "
+        f"-> {options.output}")
 
 
 def run():
