@@ -139,6 +139,15 @@ def collect(model, config, batches, inputs=False):
   return layers, int(tokens)
 
 
+def calibration_sample(features, examples, seed):
+  """At most `examples` rows of `features` (a feature dict), chosen by
+  `seed`, in their order: what the importance scores are taken on."""
+  n = len(features["input_ids"])
+  rows = np.sort(np.random.default_rng(seed).choice(
+      n, min(n, examples), replace=False))
+  return {k: v[rows] for k, v in features.items()}
+
+
 def top_units(scores, keep):
   """Indices of the `keep` highest scores, in their original order (ties go
   to the lower index, so the choice is deterministic)."""

@@ -213,7 +213,6 @@ def main(argv):
 
 def _carve(task, task_spec, spec, substitutions, counts, options):
   """Scores, carves, substitutes, recovers, writes; returns the facts."""
-  import numpy as np
   import tf_keras as keras
   from tfmodels.checkpoints.model_dir import load_model_dir, save_model_dir
   from tfmodels.compression import importance, substitution
@@ -227,10 +226,8 @@ def _carve(task, task_spec, spec, substitutions, counts, options):
                      f"{task.head().kind}")
   features = {k: v for k, v in task.features("train").items()
               if k in ("input_ids", "input_mask", "segment_ids")}
-  n = len(features["input_ids"])
-  rows = np.sort(np.random.default_rng(options.seed).choice(
-      n, min(n, options.calibration_examples), replace=False))
-  calibration = {k: v[rows] for k, v in features.items()}
+  calibration = importance.calibration_sample(
+      features, options.calibration_examples, options.seed)
   block_ranks = set(spec.ranks) - {"word_embeddings"}
   statistics, tokens = importance.collect(
       teacher, config, batches(calibration, options.batch_size),
@@ -238,7 +235,7 @@ def _carve(task, task_spec, spec, substitutions, counts, options):
   student, student_config, facts = carve(
       teacher, config, head, statistics, spec,
       name=f"{config.name}_carved")
-  facts.update(counts, calibration_examples=len(rows),
+  facts.update(counts, calibration_examples=len(calibration["input_ids"]),
                calibration_tokens=tokens,
                heads=student_config.num_attention_heads,
                intermediate_size=student_config.intermediate_size,

@@ -1,0 +1,426 @@
+"""Which carve of a teacher meets a budget (issue 40, item 2): candidate
+splits (attention heads kept per layer, FFN width, word-table rank), each
+measured on the target as an int8 file of its shape, scored by what it keeps
+of the teacher, and the best-scored candidate inside the budget.
+
+    python -m experiments.split_search --teacher_dir RUN --data_dir DATA \
+        --target_latency_ms 20 [--threads 1] [--output split.json]
+
+prints the table (candidate, encoder parameters, int8 MB, measured ms,
+score) and the `compress` flags of the chosen split; a budget no candidate
+meets is refused in one line naming the fastest candidate's time.
+
+    rows = [Row(c, params, int8_mb, latency_ms, score) for c in ...]
+    best = choose(rows, Budget(latency_ms=20.0), teacher_params)
+
+Latency depends on a model's shape, not on its trained weights, so a
+candidate is timed as a randomly initialised model of its carved config
+with the teacher's head, converted as `convert_tflite` converts it (the
+fast int8 recipe, random calibration tokens) and timed with android_bench's
+runner (`measure`). Each measurement is cached by shape, length, threads
+and target, so a second search does not re-time.
+"""
+
+import dataclasses
+import hashlib
+import itertools
+import json
+import os
+import sys
+
+from absl import app, flags
+import numpy as np
+
+from tfmodels.command_options import define_flags, from_flags, option
+from tfmodels.compression.carve import CarveSpec, carved_config
+from tfmodels.flag_checks import refuse_nonfinite_floats
+
+
+@dataclasses.dataclass(frozen=True)
+class Candidate:
+  """A split: heads and FFN neurons kept per layer, and the word table's
+  rank (None: kept whole)."""
+  heads: int
+  intermediate_size: int
+  table_rank: int | None = None
+
+  def spec(self):
+    ranks = {"word_embeddings": self.table_rank} if self.table_rank else {}
+    return CarveSpec(self.heads, self.intermediate_size, ranks)
+
+  def label(self):
+    table = f", table rank {self.table_rank}" if self.table_rank else ""
+    return f"{self.heads} heads, FFN {self.intermediate_size}{table}"
+
+
+def _widths(intermediate_size):
+  """The teacher's FFN width and fractions of it down to an eighth, in
+  multiples of 32 (XNNPACK's kernels are fastest on such widths)."""
+  widths = {max(32, round(intermediate_size * f / 32) * 32)
+            for f in (1, 3 / 4, 1 / 2, 3 / 8, 1 / 4, 1 / 8)}
+  return sorted({min(w, intermediate_size) for w in widths}, reverse=True)
+
+
+def _heads(num_heads):
+  return sorted({max(1, round(num_heads * f)) for f in (1, 3 / 4, 1 / 2,
+                                                        1 / 4)},
+                reverse=True)
+
+
+def candidates(config, heads=None, widths=None, ranks=(None, 256, 128, 64)):
+  """Every split of `config` (a teacher's ModelConfig) on the grid: heads,
+  FFN widths and table ranks (defaults: fractions of the teacher's; a rank
+  not below the table's width is left out: it would not shrink it)."""
+  width = config.embedding_size or config.hidden_size
+  ranks = [r for r in ranks if r is None or 0 < r < width]
+  return [Candidate(h, w, r) for h, w, r in itertools.product(
+      heads or _heads(config.num_attention_heads),
+      widths or _widths(config.intermediate_size), ranks)]
+
+
+def carved(config, candidate):
+  """The ModelConfig a candidate carves out of the teacher's `config`."""
+  return carved_config(config, candidate.spec())
+
+
+@dataclasses.dataclass(frozen=True)
+class Row:
+  """A candidate with what was measured of it and what it keeps."""
+  candidate: Candidate
+  params: int  # encoder parameters
+  int8_mb: float  # the int8 file's size
+  latency_ms: float  # median on the target
+  score: float  # what it keeps of the teacher (higher is better)
+
+
+class BudgetError(ValueError):
+  """No candidate meets the budget; the message names the fastest."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Budget:
+  """At most this latency, share of the teacher's encoder parameters, or
+  int8 file size (None: no bound of that kind)."""
+  latency_ms: float | None = None
+  params_share: float | None = None
+  int8_mb: float | None = None
+
+  def describe(self):
+    parts = [f"{self.latency_ms:g} ms" if self.latency_ms else None,
+             f"{self.params_share:g} of the teacher's parameters"
+             if self.params_share else None,
+             f"{self.int8_mb:g} MB" if self.int8_mb else None]
+    return " and ".join(p for p in parts if p) or "no bound"
+
+  def admits(self, row, teacher_params):
+    return ((self.latency_ms is None or row.latency_ms <= self.latency_ms)
+            and (self.params_share is None
+                 or row.params <= self.params_share * teacher_params)
+            and (self.int8_mb is None or row.int8_mb <= self.int8_mb))
+
+
+def choose(rows, budget, teacher_params):
+  """The best-scored row inside `budget` (ties: the faster); BudgetError
+  (one line naming the fastest candidate's measured time) if none is."""
+  if not rows:
+    raise BudgetError("no candidate splits to choose from")
+  inside = [r for r in rows if budget.admits(r, teacher_params)]
+  if not inside:
+    fastest = min(rows, key=lambda r: r.latency_ms)
+    raise BudgetError(
+        f"no candidate split meets {budget.describe()}: the fastest, "
+        f"{fastest.candidate.label()}, measured {fastest.latency_ms:.2f} ms "
+        f"({fastest.int8_mb:.2f} MB int8, {fastest.params:,} encoder "
+        "parameters)")
+  return max(inside, key=lambda r: (r.score, -r.latency_ms))
+
+
+def retained(statistics, table_singular_values, candidate):
+  """What a candidate keeps of the teacher before any training, in (0, 1]:
+  the share of each layer's head importance its kept heads hold and of its
+  neuron importance its kept neurons hold (`compression.importance`
+  scores; the carve keeps the top ones), averaged over layers, times the
+  share of the word table's energy (squared singular values) its rank
+  keeps (Eckart-Young: what the best rank-r table holds)."""
+  def kept(scores, k):
+    top = np.sort(np.asarray(scores, np.float64))[::-1]
+    return float(top[:k].sum() / top.sum()) if top.sum() > 0 else 1.0
+
+  heads = np.mean([kept(s.head_scores, candidate.heads) for s in statistics])
+  neurons = np.mean([kept(s.neuron_scores, candidate.intermediate_size)
+                     for s in statistics])
+  table = 1.0
+  if candidate.table_rank:
+    energy = np.asarray(table_singular_values, np.float64) ** 2
+    table = float(energy[:candidate.table_rank].sum() / energy.sum())
+  return float(heads * neurons * table)
+
+
+def shape_key(config, head, seq_length, threads, target):
+  """The cache key of a measurement: what the time depends on."""
+  shape = json.dumps({"config": dataclasses.asdict(config.replace(name="x")),
+                      "head": dataclasses.asdict(head),
+                      "seq_length": seq_length, "threads": threads,
+                      "target": target}, sort_keys=True)
+  return hashlib.sha256(shape.encode()).hexdigest()[:20]
+
+
+def _random_features(vocab_size, seq_length, count=8, seed=0):
+  import numpy as np
+  rng = np.random.default_rng(seed)
+  ids = rng.integers(5, vocab_size, (count, seq_length)).astype(np.int32)
+  ids[:, 0], ids[:, -1] = 2, 3  # [CLS] ... [SEP]
+  return {"input_ids": ids,
+          "input_mask": np.ones_like(ids),
+          "segment_ids": np.zeros_like(ids)}
+
+
+def _convert(config, head, seq_length):
+  """(int8 file bytes): a randomly initialised model of `config`'s shape
+  with `head`, converted as convert_tflite converts it."""
+  import tf_keras as keras
+  from converters import conversion, representative
+  from tfmodels.checkpoints.model_dir import build_model
+  keras.utils.set_random_seed(0)
+  model = build_model(config, head)
+  features = _random_features(config.vocab_size, seq_length)
+  result = conversion.convert_model(
+      model, head.kind, seq_length, ["int8"],
+      representative.calibration_dataset(features, len(features["input_ids"])),
+      config=config)
+  return result.files["int8"][0]
+
+
+def measure(configs, head, seq_length, threads, cache_dir, settings=None,
+            log=print):
+  """{config name: (median ms, int8 MB)} of each config in `configs`
+  timed on the host with `threads` threads, from `cache_dir` where it was
+  measured before. `settings`: android_bench Settings overrides (runs,
+  warm-ups, min_secs)."""
+  from android_bench import report
+  from android_bench.runner import HostTarget, Settings, run_matrix
+  from tfmodels.staging import write_file
+  measured, todo = {}, {}
+  for config in configs:
+    key = shape_key(config, head, seq_length, threads, "host")
+    record = os.path.join(cache_dir, key + ".json")
+    try:
+      with open(record) as f:
+        cached = json.load(f)
+      measured[config.name] = (cached["latency_ms"], cached["int8_mb"])
+      continue
+    except (OSError, ValueError, KeyError):
+      pass
+    path = os.path.join(cache_dir, key + ".tflite")
+    if not os.path.exists(path):
+      log(f"converting {config.name}")
+      write_file(path, _convert(config, head, seq_length))
+    todo[path] = (config, record)
+  if todo:
+    run_settings = Settings(threads=(threads,),
+                            **dict(settings or {}))
+    run, _ = run_matrix(HostTarget(run_settings), sorted(todo), run_settings,
+                        os.path.join(cache_dir, "runs"),
+                        name="split_search", log=log)
+    by_file = {r["model"]: r for r in report.summarize(run)}
+    for path, (config, record) in todo.items():
+      row = by_file.get(os.path.basename(path), {})
+      if not row.get("latency_ms"):
+        raise BudgetError(f"{config.name}: its int8 file {path} did not run "
+                          "on the host")
+      facts = {"latency_ms": row["latency_ms"],
+               "int8_mb": os.path.getsize(path) / 1e6,
+               "config": config.name}
+      write_file(record, json.dumps(facts, indent=1))
+      measured[config.name] = (facts["latency_ms"], facts["int8_mb"])
+  return measured
+
+
+# --- the command -------------------------------------------------------------
+
+FLAGS = flags.FLAGS
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class SearchOptions:
+  """The command line, one option per flag; `main` builds it with
+  `command_options.from_flags`."""
+  teacher_dir: str = option(None, "A fine-tuned model (finetune run).",
+                            required=True)
+  data_dir: str = option(None, "The task's data (train examples score the "
+                         "teacher's heads and neurons).", required=True)
+  target_latency_ms: float = option(0.0, "At most this median time of the "
+                                    "int8 file on this host (0: no bound).")
+  target_params: float = option(0.0, "At most this share of the teacher's "
+                                "encoder parameters (0: no bound).")
+  target_mb: float = option(0.0, "At most this int8 file size in MB (0: no "
+                            "bound).")
+  threads: int = option(1, "Threads the int8 files are timed with.")
+  heads: tuple = option((), "Heads per layer to try (default: 1, 1/2, 3/4 "
+                        "of the teacher's and all).")
+  widths: tuple = option((), "FFN widths to try (default: 1/8 .. all of "
+                         "the teacher's, multiples of 32).")
+  ranks: tuple = option(("none", "256", "128", "64"), "Word-table ranks to "
+                        "try (none: the whole table).")
+  calibration_examples: int = option(512, "Training examples the "
+                                     "importance scores are taken on.")
+  batch_size: int = option(32, "Batch size of the scoring.")
+  num_runs: int = option(20, "Timed runs per candidate.")
+  work_dir: str = option("/tmp/split_search", "Where the candidates' int8 "
+                         "files and times are cached (by shape).")
+  output: str | None = option(None, "Also write the table here (JSON).")
+  seed: int = option(0, "Which calibration examples.")
+
+
+def _budget(options):
+  """The Budget of the flags, or SystemExit naming the bad flag."""
+  for name in ("target_latency_ms", "target_params", "target_mb"):
+    if getattr(options, name) < 0:
+      sys.exit(f"error: --{name} {getattr(options, name)}: must be >= 0")
+  if options.target_params >= 1:
+    sys.exit(f"error: --target_params {options.target_params}: a share of "
+             "the teacher's parameters, below 1")
+  budget = Budget(options.target_latency_ms or None,
+                  options.target_params or None, options.target_mb or None)
+  if budget == Budget():
+    sys.exit("error: give a budget: --target_latency_ms, --target_params or "
+             "--target_mb")
+  return budget
+
+
+def _grid(options, config):
+  """The candidates of the flags, or SystemExit naming the bad one."""
+  def numbers(name, values, most):
+    try:
+      found = [int(v) for v in values]
+    except ValueError:
+      sys.exit(f"error: --{name} {','.join(values)}: give whole numbers")
+    if any(not 0 < v <= most for v in found):
+      sys.exit(f"error: --{name} {','.join(values)}: each in 1..{most}")
+    return found
+
+  ranks = [None if r == "none" else r for r in options.ranks]
+  return candidates(
+      config,
+      numbers("heads", options.heads, config.num_attention_heads) or None,
+      numbers("widths", options.widths, config.intermediate_size) or None,
+      [None] * (None in ranks) + numbers(
+          "ranks", [r for r in ranks if r is not None], 1 << 20))
+
+
+def _scores(options, teacher, config, spec, head):
+  """(LayerStatistics per layer, the word table's singular values)."""
+  from tfmodels.compression import importance
+  from tfmodels.data.batches import batches
+  from tfmodels.tokenization import WordPieceTokenizer
+  from tfmodels.training.tasks import make_task
+  from tfmodels.vocab_record import resolve
+  tokenizer = WordPieceTokenizer(resolve(options.teacher_dir,
+                                         model_flag="--teacher_dir"))
+  task = make_task(spec["task"], options.data_dir, tokenizer,
+                   spec["max_seq_length"])
+  if task.head() != head:
+    raise ValueError(f"--teacher_dir {options.teacher_dir}: a {head.kind} "
+                     f"head, the task {spec['task']} needs "
+                     f"{task.head().kind}")
+  features = {k: v for k, v in task.features("train").items()
+              if k in ("input_ids", "input_mask", "segment_ids")}
+  sample = importance.calibration_sample(
+      features, options.calibration_examples, options.seed)
+  statistics, _ = importance.collect(teacher, config,
+                                     batches(sample, options.batch_size))
+  return statistics, np.linalg.svd(_word_table(teacher), compute_uv=False)
+
+
+def _word_table(model):
+  """The [V, E] word table of `model` (a factored one multiplied out)."""
+  found = {v.name.split(":")[0].rsplit("word_embeddings/", 1)[-1]: v.numpy()
+           for v in model.variables if "word_embeddings/" in v.name}
+  if "embeddings" in found:
+    return found["embeddings"]
+  return found["table"] @ found["projection"]
+
+
+def search(options):
+  """Scores, times and chooses; prints the table; returns its record."""
+  from tfmodels.checkpoints.model_dir import load_model_dir, read_task_spec
+  from tfmodels.summary import count
+  budget = _budget(options)
+  spec = read_task_spec(options.teacher_dir, "--teacher_dir",
+                        "the search scores a fine-tuned model's heads")
+  teacher, config, head = load_model_dir(options.teacher_dir)
+  grid = _grid(options, config)
+  statistics, singular = _scores(options, teacher, config, spec, head)
+  seq_length = spec["max_seq_length"]
+  configs = {c: carved(config, c).replace(name=f"candidate_{i}")
+             for i, c in enumerate(grid)}
+  measured = measure(list(configs.values()), head, seq_length,
+                     options.threads, options.work_dir,
+                     {"num_runs": options.num_runs, "warmup_runs": 1},
+                     log=lambda line: print(line, flush=True))
+  rows = [Row(c, count(configs[c], 1)["params_encoder"],
+              measured[configs[c].name][1], measured[configs[c].name][0],
+              retained(statistics, singular, c)) for c in grid]
+  teacher_params = count(config, 1)["params_encoder"]
+  best = choose(rows, budget, teacher_params)
+  print(f"{'candidate':<36} {'params':>10} {'int8 MB':>8} {'ms':>8} "
+        f"{'score':>6}")
+  for r in sorted(rows, key=lambda r: r.latency_ms):
+    mark = "  <- chosen" if r is best else ""
+    print(f"{r.candidate.label():<36} {r.params:>10,} {r.int8_mb:>8.2f} "
+          f"{r.latency_ms:>8.2f} {r.score:>6.3f}{mark}")
+  flags_ = [f"--heads {best.candidate.heads}",
+            f"--intermediate_size {best.candidate.intermediate_size}"]
+  if best.candidate.table_rank:
+    flags_.append(f"--low_rank word_embeddings={best.candidate.table_rank}")
+  print(f"chosen for {budget.describe()}: {best.candidate.label()}; carve "
+        f"it with: python -m tfmodels.training.compress --teacher_dir "
+        f"{options.teacher_dir} --data_dir {options.data_dir} --model_dir "
+        f"OUT {' '.join(flags_)}")
+  return {"budget": dataclasses.asdict(budget), "threads": options.threads,
+          "max_seq_length": seq_length, "teacher_params": teacher_params,
+          "chosen": dataclasses.asdict(best.candidate),
+          "compress_flags": flags_,
+          "rows": [dict(dataclasses.asdict(r.candidate), params=r.params,
+                        int8_mb=round(r.int8_mb, 4),
+                        latency_ms=round(r.latency_ms, 4),
+                        score=round(r.score, 4), chosen=r is best)
+                   for r in rows]}
+
+
+def main(argv):
+  if len(argv) > 1:
+    raise app.UsageError(f"unexpected arguments: {' '.join(argv[1:])}")
+  refuse_nonfinite_floats()
+  options = from_flags(SearchOptions, FLAGS)
+  from tfmodels.configs import ConfigError
+  from tfmodels.staging import (OutputError, check_output, lock_until_exit,
+                                write_file)
+  from tfmodels.tokenization import VocabError
+  try:
+    if options.output:  # before the work
+      check_output(options.output, "--output", True)
+      lock_until_exit(options.output, "--output")
+    record = search(options)
+    if options.output:
+      write_file(options.output, json.dumps(record, indent=1) + "\n")
+  except (BudgetError, ConfigError, VocabError, OutputError, ValueError,
+          OSError) as e:
+    sys.exit(f"error: {e}")
+
+
+def define_command_flags(flag_values=flags.FLAGS):
+  """The flags of `SearchOptions`, defined only when the module runs as a
+  command: tests import its functions."""
+  define_flags(SearchOptions, flag_values)
+
+
+def run():
+  from tfmodels.sigterm import exit_on_sigterm
+  exit_on_sigterm()
+  define_command_flags()
+  app.run(main)
+
+
+if __name__ == "__main__":
+  run()
