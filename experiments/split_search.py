@@ -266,8 +266,10 @@ class SearchOptions:
                                      "importance scores are taken on.")
   batch_size: int = option(32, "Batch size of the scoring.")
   num_runs: int = option(20, "Timed runs per candidate.")
-  work_dir: str = option("/tmp/split_search", "Where the candidates' int8 "
-                         "files and times are cached (by shape).")
+  work_dir: str | None = option(None, "Where the candidates' int8 files "
+                                "and times are cached, by shape (default: "
+                                "this user's 0700 split_search-UID under "
+                                "the temporary directory).")
   output: str | None = option(None, "Also write the table here (JSON).")
   seed: int = option(0, "Which calibration examples.")
 
@@ -354,8 +356,10 @@ def search(options):
   seq_length = spec["max_seq_length"]
   configs = {c: carved(config, c).replace(name=f"candidate_{i}")
              for i, c in enumerate(grid)}
+  from tfmodels.staging import private_directory
   measured = measure(list(configs.values()), head, seq_length,
-                     options.threads, options.work_dir,
+                     options.threads,
+                     options.work_dir or private_directory("split_search"),
                      {"num_runs": options.num_runs, "warmup_runs": 1},
                      log=lambda line: print(line, flush=True))
   rows = [Row(c, count(configs[c], 1)["params_encoder"],
