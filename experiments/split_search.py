@@ -321,14 +321,9 @@ def _scores(options, teacher, config, spec, head):
                                          model_flag="--teacher_dir"))
   task = make_task(spec["task"], options.data_dir, tokenizer,
                    spec["max_seq_length"])
-  if task.head() != head:
-    raise ValueError(f"--teacher_dir {options.teacher_dir}: a {head.kind} "
-                     f"head, the task {spec['task']} needs "
-                     f"{task.head().kind}")
-  features = {k: v for k, v in task.features("train").items()
-              if k in ("input_ids", "input_mask", "segment_ids")}
-  sample = importance.calibration_sample(
-      features, options.calibration_examples, options.seed)
+  _, sample = importance.teacher_calibration(
+      task, head, options.teacher_dir, options.calibration_examples,
+      options.seed)
   statistics, _ = importance.collect(teacher, config,
                                      batches(sample, options.batch_size))
   return statistics, np.linalg.svd(_word_table(teacher), compute_uv=False)

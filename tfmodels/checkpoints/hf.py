@@ -374,7 +374,7 @@ def read_checkpoint(path):
 def import_checkpoint(path, name=None):
   """(model, config, head) with every weight of a Hugging Face checkpoint."""
   from tfmodels.checkpoints.model_dir import build_model
-  from tfmodels.checkpoints.weight_mapping import assign, check_sizes
+  from tfmodels.checkpoints.weight_mapping import assign, check_table_sizes
   hf, tensors, source = read_checkpoint(path)
   name = name or os.path.basename(os.path.normpath(
       path if os.path.isdir(path) else os.path.dirname(path)))
@@ -395,15 +395,10 @@ def import_checkpoint(path, name=None):
         raise CheckpointError(f"{source}: {copy} is not tied to {original}; "
                               "untied MLM decoders are not supported")
       ignored.add(copy)
-  table = f"{prefix}embeddings.{{}}.weight".format  # before the build
-  check_sizes({
-      table("word_embeddings"): ("vocab_size", config.vocab_size, 0),
-      table("position_embeddings"): ("max_position_embeddings",
-                                     config.max_position_embeddings, 0),
-      table("token_type_embeddings"): ("type_vocab_size",
-                                       config.type_vocab_size, 0),
-  }, {k: v.shape for k, v in tensors.items()},
-              os.path.join(os.path.dirname(source), CONFIG_NAME), source)
+  check_table_sizes(  # before the build
+      config, f"{prefix}embeddings.{{}}.weight".format,
+      {k: v.shape for k, v in tensors.items()},
+      os.path.join(os.path.dirname(source), CONFIG_NAME), source)
   model = build_model(config, head)
   assign(model, tensor_entries(config, head, prefix), tensors, source,
          ignored, absent=("pooler/",) if head.kind in _NO_POOLER else ())

@@ -20,7 +20,7 @@ import tensorflow as tf
 
 from tfmodels.checkpoints.model_dir import Head, build_model
 from tfmodels.checkpoints.weight_mapping import (CheckpointError, Entry,
-                                                 assign, check_sizes)
+                                                 assign, check_table_sizes)
 from tfmodels.configs import ConfigError, ModelConfig
 
 _OPTIMIZER_SUFFIXES = ("/adam_m", "/adam_v", "/Adam", "/Adam_1", "/lamb_m",
@@ -251,14 +251,8 @@ def import_checkpoint(prefix, config_path=None, name=None):
   config = read_config(config_path, arch)
   if name:
     config = config.replace(name=name)
-  table = "bert/embeddings/{}".format  # sizes checked before the build
-  check_sizes({
-      table("word_embeddings"): ("vocab_size", config.vocab_size, 0),
-      table("position_embeddings"): ("max_position_embeddings",
-                                     config.max_position_embeddings, 0),
-      table("token_type_embeddings"): ("type_vocab_size",
-                                       config.type_vocab_size, 0),
-  }, reader.get_variable_to_shape_map(), config_path, prefix)
+  check_table_sizes(config, "bert/embeddings/{}".format,  # before the build
+                    reader.get_variable_to_shape_map(), config_path, prefix)
   kind = detect_head(set(names), prefix)
   if kind == "classifier":
     head = Head(kind, num_classes=reader.get_variable_to_shape_map()[

@@ -46,6 +46,19 @@ def check_sizes(sizes, shapes, config_path, source):
           f"{os.path.basename(config_path)}")
 
 
+def check_table_sizes(config, table, shapes, config_path, source):
+  """check_sizes of the three embedding tables, `table(kind)` naming the
+  stored tensor of each ("word_embeddings", "position_embeddings",
+  "token_type_embeddings") in the checkpoint's own naming."""
+  check_sizes({
+      table("word_embeddings"): ("vocab_size", config.vocab_size, 0),
+      table("position_embeddings"): ("max_position_embeddings",
+                                     config.max_position_embeddings, 0),
+      table("token_type_embeddings"): ("type_vocab_size",
+                                       config.type_vocab_size, 0),
+  }, shapes, config_path, source)
+
+
 def variables_by_name(model):
   """{name without ':0': variable}; names are unique in our models."""
   return {v.name.split(":")[0]: v for v in model.weights}

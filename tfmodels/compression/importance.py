@@ -139,9 +139,21 @@ def collect(model, config, batches, inputs=False):
   return layers, int(tokens)
 
 
+def teacher_calibration(task, head, teacher_dir, examples, seed):
+  """(the task's training inputs, at most `examples` of them chosen by
+  `seed`: what the importance scores are taken on). ValueError naming
+  --teacher_dir when its `head` is not the one `task` trains."""
+  if head != task.head():
+    raise ValueError(f"--teacher_dir {teacher_dir}: a {head.kind} head, the "
+                     f"task {task.name} needs {task.head().kind}")
+  features = {k: v for k, v in task.features("train").items()
+              if k in ("input_ids", "input_mask", "segment_ids")}
+  return features, calibration_sample(features, examples, seed)
+
+
 def calibration_sample(features, examples, seed):
   """At most `examples` rows of `features` (a feature dict), chosen by
-  `seed`, in their order: what the importance scores are taken on."""
+  `seed`, in their order."""
   n = len(features["input_ids"])
   rows = np.sort(np.random.default_rng(seed).choice(
       n, min(n, examples), replace=False))

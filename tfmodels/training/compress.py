@@ -220,14 +220,9 @@ def _carve(task, task_spec, spec, substitutions, counts, options):
   from tfmodels.data.batches import batches
   keras.utils.set_random_seed(options.seed)
   teacher, config, head = load_model_dir(options.teacher_dir)
-  if head != task.head():
-    raise ValueError(f"--teacher_dir {options.teacher_dir}: a {head.kind} "
-                     f"head, the task {task_spec['task']} needs "
-                     f"{task.head().kind}")
-  features = {k: v for k, v in task.features("train").items()
-              if k in ("input_ids", "input_mask", "segment_ids")}
-  calibration = importance.calibration_sample(
-      features, options.calibration_examples, options.seed)
+  features, calibration = importance.teacher_calibration(
+      task, head, options.teacher_dir, options.calibration_examples,
+      options.seed)
   block_ranks = set(spec.ranks) - {"word_embeddings"}
   statistics, tokens = importance.collect(
       teacher, config, batches(calibration, options.batch_size),
