@@ -1,0 +1,169 @@
+"""The classifier app's Python twin and `experiments.classifier_app` on a
+tiny converted spam classifier: the twin is the interpreter on
+convert_tflite's features with the metadata's labels, the command ships
+the model with its vocab and labels, and the Task Library's
+BertNLClassifier gives the twin's labels (when its venv exists)."""
+
+import json
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from fixtures.converters import tiny_models
+
+TEXTS = 8
+
+
+@pytest.fixture(scope="module")
+def converted(tmp_path_factory):
+  """(float32 spam classifier .tflite at L = 64, its data directory)."""
+  base = tmp_path_factory.getbasetemp()
+  model_dir = tiny_models.trained_classifier(base)
+  data = tiny_models.spam_data(base)
+
+  def build(path):
+    result = tiny_models.run_converter(
+        "--model_dir", model_dir, "--task", "spam", "--data_dir", data,
+        "--vocab_file", tiny_models.VOCAB, "--max_seq_length",
+        tiny_models.SEQ_LENGTH, "--output_dir", path, "--modes", "float32",
+        "--name", "spam", "--num_compare", 4)
+    assert result.returncode == 0, result.stderr[-3000:]
+  out = tiny_models.cached(base, "classifier_app_tflite", build)
+  return os.path.join(out, "spam_float32.tflite"), data
+
+
+def _classifier_app(*args):
+  return subprocess.run(
+      [sys.executable, "-m", "experiments.classifier_app", *map(str, args)],
+      capture_output=True, text=True, env=tiny_models.env(),
+      cwd=tiny_models.REPO)
+
+
+def _task_library_python():
+  """The Task Library's venv, or a skip saying why (CI always has it)."""
+  from experiments.paths import TASK_LIBRARY_PYTHON
+  if not os.path.exists(TASK_LIBRARY_PYTHON):
+    if os.environ.get("CI"):
+      pytest.fail(f"{TASK_LIBRARY_PYTHON} missing (make setup makes it)")
+    pytest.skip(f"no {TASK_LIBRARY_PYTHON} (make setup makes .venv-task)")
+  return TASK_LIBRARY_PYTHON
+
+
+def test_twin_is_the_interpreter_on_convert_tflites_features(converted):
+  from ai_edge_litert.interpreter import Interpreter
+  from android_bench.classifier_app import Classifier
+  from converters.metadata import associated_file
+  from tfmodels.data import glue
+  from tfmodels.tokenization import WordPieceTokenizer
+  model, data = converted
+  classifier = Classifier(model)
+  assert classifier.sequence_length == tiny_models.SEQ_LENGTH
+  assert classifier.labels == ["0", "1"]
+  assert associated_file(model, "labels.txt").decode().splitlines() == (
+      classifier.labels)
+  examples = glue.read_split("spam", data, "dev")[::10]
+  long_text = " ".join(["offer"] * 500)  # cut to L - 2 pieces
+  examples.append(glue.Example("long", long_text, None, "1"))
+  features = glue.convert_examples(examples, WordPieceTokenizer(
+      tiny_models.VOCAB), tiny_models.SEQ_LENGTH, ("0", "1"))
+  assert features["input_mask"][-1].sum() == tiny_models.SEQ_LENGTH
+  runner = Interpreter(model_path=model).get_signature_runner()
+  for row, example in enumerate(examples):
+    expected = runner(ids=features["input_ids"][row:row + 1],
+                      mask=features["input_mask"][row:row + 1],
+                      segment_ids=features["segment_ids"][row:row + 1]
+                      )["probability"][0]
+    label, probabilities = classifier.classify(example.text_a)
+    assert list(probabilities) == ["0", "1"]
+    np.testing.assert_allclose(list(probabilities.values()), expected,
+                               atol=1e-6)
+    assert sum(probabilities.values()) == pytest.approx(1, abs=1e-5)
+    assert label == ("0", "1")[int(np.argmax(expected))]
+
+
+def test_command_ships_the_model_with_its_vocab_and_labels(converted,
+                                                           tmp_path):
+  model, data = converted
+  out = tmp_path / "app_assets"
+  result = _classifier_app("--model", model, "--data_dir", data, "--texts",
+                           TEXTS, "--output_dir", out)
+  assert result.returncode == 0, result.stderr[-3000:]
+  assert (out / "classifier_model.tflite").read_bytes() == open(
+      model, "rb").read()
+  assert (out / "vocab.txt").read_bytes() == open(tiny_models.VOCAB,
+                                                  "rb").read()
+  assert (out / "labels.txt").read_bytes() == b"0\n1\n"
+  answers = json.loads((out / "answers.json").read_text())
+  assert answers["sequence_length"] == tiny_models.SEQ_LENGTH
+  assert answers["task_library"] is None
+  rows = answers["answers"]
+  assert len(rows) == TEXTS
+  assert {r["gold"] for r in rows} == {"0", "1"}  # spread over the split
+  for r in rows:
+    p = r["twin_probabilities"]
+    assert r["twin_label"] == max(p, key=p.get)
+    assert r["task_library_label"] is None
+  assert answers["summary"] == {
+      "texts": TEXTS, "twin_accuracy": pytest.approx(
+          sum(r["twin_label"] == r["gold"] for r in rows) / TEXTS),
+      "task_library_accuracy": None, "agree": None,
+      "max_probability_diff": None}
+
+
+def test_task_library_gives_the_twins_labels(converted, tmp_path):
+  python = _task_library_python()
+  model, data = converted
+  out = tmp_path / "app_assets"
+  result = _classifier_app("--model", model, "--data_dir", data, "--texts",
+                           TEXTS, "--output_dir", out,
+                           "--task_library_python", python)
+  assert result.returncode == 0, result.stderr[-3000:]
+  answers = json.loads((out / "answers.json").read_text())
+  assert answers["task_library"].endswith("BertNLClassifier")
+  summary = answers["summary"]
+  assert summary["texts"] == TEXTS and summary["agree"] == TEXTS
+  assert summary["max_probability_diff"] <= 1e-5
+  assert summary["task_library_accuracy"] == summary["twin_accuracy"]
+  for r in answers["answers"]:
+    assert r["task_library_label"] == r["twin_label"]
+    assert set(r["task_library_scores"]) == {"0", "1"}
+
+
+def test_task_library_script_refuses_a_bad_model_in_one_line(tmp_path):
+  python = _task_library_python()
+  bad = tmp_path / "bad.tflite"
+  bad.write_text("not a model")
+  texts = tmp_path / "texts.json"
+  texts.write_text('["hello"]')
+  script = os.path.join(tiny_models.REPO, "android_bench", "classifier_app",
+                        "task_library.py")
+  result = subprocess.run([python, script, "--model", bad, "--texts", texts],
+                          capture_output=True, text=True)
+  assert result.returncode == 1 and result.stdout == ""
+  assert result.stderr.strip().splitlines()[-1].startswith(
+      f"error: --model {bad}: the Task Library refused it")
+  texts.write_text('{"text": "hello"}')
+  result = subprocess.run([python, script, "--model", bad, "--texts", texts],
+                          capture_output=True, text=True)
+  assert result.returncode == 1
+  assert result.stderr.strip() == (f"error: --texts {texts}: expected a "
+                                   "JSON list of strings")
+
+
+def test_a_file_that_is_no_model_is_refused_in_one_line(converted, tmp_path):
+  _, data = converted
+  bad = tmp_path / "model.tflite"
+  bad.write_text("not a model")
+  out = tmp_path / "app_assets"
+  result = _classifier_app("--model", bad, "--data_dir", data,
+                           "--output_dir", out)
+  assert result.returncode == 1
+  assert "Traceback" not in result.stderr
+  errors = [line for line in result.stderr.splitlines()
+            if line.startswith("error:")]
+  assert len(errors) == 1 and errors[0].startswith(
+      f"error: --model {bad}: cannot load the model (")
+  assert not out.exists()
