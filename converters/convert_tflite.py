@@ -106,6 +106,10 @@ class ConvertOptions:
                             "compared with Keras.")
   metadata: bool = option(True, "Embed Task Library metadata (vocab, "
                           "tokenizer, tensor names).")
+  class_names: tuple = option((), "A classifier's class names in output "
+                              "order, for the metadata's labels file "
+                              "(what BertNLClassifier reports; default: "
+                              "the task's labels).")
   num_threads: int = option(2, "LiteRT threads for validation.")
   substitute: str | None = option(
       None, "Op substitution before conversion, e.g. "
@@ -129,6 +133,10 @@ class ConvertOptions:
   qat_learning_rate: float = option(1e-5, "Peak AdamW learning rate of the "
                                     "QAT fine-tuning.")
   qat_batch_size: int = option(16, "Batch size of the QAT fine-tuning.")
+  qat_keras_metric: bool = option(True, "Also score the fake-quantized "
+                                  "Keras model on the eval split (a "
+                                  "diagnostic beside the int8 file's own "
+                                  "score; fake quantization makes it slow).")
   overwrite: bool = option(False, "Replace existing output files.")
 
 
@@ -344,6 +352,12 @@ def load_reference(options, p):
     spec = getattr(task, "spec", None)
     labels = list(spec.labels) if spec and spec.labels else [
         str(i) for i in range(outputs["probability"].shape[-1])]
+    if options.class_names:
+      if len(options.class_names) != len(labels):
+        raise UsageError(f"--class_names {','.join(options.class_names)}: "
+                         f"{len(options.class_names)} names for the "
+                         f"model's {len(labels)} classes")
+      labels = list(options.class_names)
   if "intent_probability" in outputs and task is not None:
     labels = {"intent_probability": task.intents, "slot_logits": task.tags}
   return Reference(src, task, calibration, inputs, outputs, metrics, labels)
@@ -442,9 +456,11 @@ def qat_reference(options, p, ref):
                     options.qat_batch_size, options.qat_learning_rate,
                     eval_features=representative.sample(
                         features, options.num_fit_samples), log=_progress)
-  _progress(f"scoring the fake-quantized Keras model on {options.eval_split}")
-  facts["metrics"] = ref.task.evaluate(quantized, options.eval_split)
-  facts["headline"] = validate.headline(facts["metrics"])[1]
+  if options.qat_keras_metric:
+    _progress("scoring the fake-quantized Keras model on "
+              f"{options.eval_split}")
+    facts["metrics"] = ref.task.evaluate(quantized, options.eval_split)
+    facts["headline"] = validate.headline(facts["metrics"])[1]
   facts["nonorm_folding"] = folding
   ref.qat, ref.qat_facts = quantized, facts
 

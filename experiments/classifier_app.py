@@ -61,16 +61,22 @@ TASK_LIBRARY_API = "tflite_support.task.text.BertNLClassifier"
 
 def pick_texts(data_dir, labels, n):
   """n dev examples spread over the file ([{text, gold}]), their labels
-  checked against the model's. ValueError naming the file and line."""
+  checked against the model's: its names, or class indices 0..n-1 (the
+  shipped TSVs' labels, when the model names its classes: a Hugging Face
+  teacher's id2label). ValueError naming the file and line."""
   from tfmodels.data import glue
   layout = glue.Layout("sentence", label="label")
-  task = glue.Task("classifier_app", layout, layout, tuple(labels))
+  indices = tuple(str(i) for i in range(len(labels)))
+  by_index = ({} if set(indices) & set(labels)
+              else dict(zip(indices, labels)))
+  task = glue.Task("classifier_app", layout, layout,
+                   tuple(labels) + tuple(by_index))
   examples = glue.read_examples(task, glue.split_path(data_dir, "dev"),
                                 split="dev")
   if not examples:
     raise ValueError(f"{glue.split_path(data_dir, 'dev')}: no examples")
   step = max(1, len(examples) // n)
-  return [{"text": e.text_a, "gold": e.label}
+  return [{"text": e.text_a, "gold": by_index.get(e.label, e.label)}
           for e in examples[::step][:n]]
 
 

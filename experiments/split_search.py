@@ -4,23 +4,31 @@ measured on the target as an int8 file of its shape, scored by what it keeps
 of the teacher, and the best-scored candidate inside the budget.
 
     python -m experiments.split_search --teacher_dir RUN --data_dir DATA \
-        --target_latency_ms 20 [--threads 1] [--output split.json]
+        --target_latency_ms 20 [--threads 1] [--max_seq_length 384] \
+        [--substitute layernorm=nonorm,gelu=relu] [--output split.json] \
+        [--target adb --benchmark_binary benchmark_model [--serial S]]
 
 prints the table (candidate, encoder parameters, int8 MB, measured ms,
-score) and the `compress` flags of the chosen split; a budget no candidate
-meets is refused in one line naming the fastest candidate's time.
+score), the teacher's own time and the `compress` flags of the chosen split;
+a budget no candidate meets is refused in one line naming the fastest
+candidate's time.
 
     rows = [Row(c, params, int8_mb, latency_ms, score) for c in ...]
     best = choose(rows, Budget(latency_ms=20.0), teacher_params)
 
 Latency depends on a model's shape, not on its trained weights, so a
-candidate is timed as a randomly initialised model of its carved config
-with the teacher's head, converted as `convert_tflite` converts it (the
-fast int8 recipe, random calibration tokens) and timed with android_bench's
-runner (`measure`). Each measurement is cached by shape, length, threads
-and target, so a second search does not re-time.
+candidate is timed as a randomly initialised model of the config it will
+ship as (carved, then `--substitute`d as compress does it) with the
+teacher's head, at the app's length (`--max_seq_length`), converted as
+`convert_tflite` converts it (the fast int8 recipe, random calibration
+tokens) and timed with android_bench's runner (`measure`) on this host or
+on a phone through adb (`Device`). The teacher as it is is timed in the same
+run, for comparison. Each measurement is cached by shape, length, threads
+and target (for a phone: its serial, model and benchmark_model build), so a
+second search does not re-time and a host time never stands for a phone's.
 """
 
+import contextlib
 import dataclasses
 import hashlib
 import itertools
@@ -54,20 +62,19 @@ class Candidate:
 
 
 def _widths(intermediate_size):
-  """The teacher's FFN width and fractions of it down to an eighth, in
+  """The teacher's FFN width and fractions of it down to a sixth, in
   multiples of 32 (XNNPACK's kernels are fastest on such widths)."""
   widths = {max(32, round(intermediate_size * f / 32) * 32)
-            for f in (1, 3 / 4, 1 / 2, 3 / 8, 1 / 4, 1 / 8)}
+            for f in (1, 1 / 2, 1 / 3, 1 / 4, 1 / 6)}
   return sorted({min(w, intermediate_size) for w in widths}, reverse=True)
 
 
 def _heads(num_heads):
-  return sorted({max(1, round(num_heads * f)) for f in (1, 3 / 4, 1 / 2,
-                                                        1 / 4)},
+  return sorted({max(1, round(num_heads * f)) for f in (1, 3 / 4, 1 / 2)},
                 reverse=True)
 
 
-def candidates(config, heads=None, widths=None, ranks=(None, 256, 128, 64)):
+def candidates(config, heads=None, widths=None, ranks=(None, 128)):
   """Every split of `config` (a teacher's ModelConfig) on the grid: heads,
   FFN widths and table ranks (defaults: fractions of the teacher's; a rank
   not below the table's width is left out: it would not shrink it)."""
@@ -81,6 +88,16 @@ def candidates(config, heads=None, widths=None, ranks=(None, 256, 128, 64)):
 def carved(config, candidate):
   """The ModelConfig a candidate carves out of the teacher's `config`."""
   return carved_config(config, candidate.spec())
+
+
+def shipped(config, candidate, substitutions=None):
+  """The ModelConfig a candidate ships as: carved, then with compress's
+  `--substitute` ops (`substitution.parse_spec`; None or {}: none), which
+  change its time (no LayerNorm means, relu for gelu)."""
+  from tfmodels.compression.substitution import substituted_config
+  config = carved(config, candidate)
+  return substituted_config(config, substitutions) if substitutions \
+      else config
 
 
 @dataclasses.dataclass(frozen=True)
@@ -99,21 +116,40 @@ class BudgetError(ValueError):
 
 @dataclasses.dataclass(frozen=True)
 class Budget:
-  """At most this latency, share of the teacher's encoder parameters, or
-  int8 file size (None: no bound of that kind)."""
+  """At most this latency, share of the teacher's encoder parameters, int8
+  file size, or share of the teacher's own int8 time (`teacher_ms`, set
+  once measured: `with_teacher`) (None: no bound of that kind)."""
   latency_ms: float | None = None
   params_share: float | None = None
   int8_mb: float | None = None
+  latency_share: float | None = None
+  teacher_ms: float | None = None
+
+  def with_teacher(self, teacher_ms):
+    return dataclasses.replace(self, teacher_ms=teacher_ms)
+
+  def max_latency_ms(self):
+    """The tightest time bound, or None."""
+    bounds = [self.latency_ms] if self.latency_ms else []
+    if self.latency_share and self.teacher_ms:
+      bounds.append(self.latency_share * self.teacher_ms)
+    return min(bounds) if bounds else None
 
   def describe(self):
-    parts = [f"{self.latency_ms:g} ms" if self.latency_ms else None,
+    share = (f"{self.latency_share:g} of the teacher's int8 time"
+             + (f" ({self.teacher_ms:.2f} ms: "
+                f"{self.latency_share * self.teacher_ms:.2f} ms)"
+                if self.teacher_ms else "")
+             if self.latency_share else None)
+    parts = [f"{self.latency_ms:g} ms" if self.latency_ms else None, share,
              f"{self.params_share:g} of the teacher's parameters"
              if self.params_share else None,
              f"{self.int8_mb:g} MB" if self.int8_mb else None]
     return " and ".join(p for p in parts if p) or "no bound"
 
   def admits(self, row, teacher_params):
-    return ((self.latency_ms is None or row.latency_ms <= self.latency_ms)
+    latency = self.max_latency_ms()
+    return ((latency is None or row.latency_ms <= latency)
             and (self.params_share is None
                  or row.params <= self.params_share * teacher_params)
             and (self.int8_mb is None or row.int8_mb <= self.int8_mb))
@@ -156,23 +192,113 @@ def retained(statistics, table_singular_values, candidate):
   return float(heads * neurons * table)
 
 
+@dataclasses.dataclass(frozen=True)
+class Device:
+  """Where the candidates are timed: this host (android_bench's
+  ai_edge_litert runner; the default), or a phone or emulator through adb
+  with LiteRT's benchmark_model (`attach` fills it)."""
+  target: str = "host"  # or "adb"
+  serial: str | None = None
+  model: str | None = None  # the phone's ro.product.model
+  benchmark_binary: str | None = None
+  binary_sha256: str | None = None
+  adb: str = "adb"
+  adb_server_port: int | None = None
+
+  def key(self):
+    """What a time depends on besides the shape (`shape_key`'s target): a
+    host time never stands for a phone's, nor one phone's (or one
+    benchmark_model build's) for another's."""
+    if self.target == "host":
+      return "host"
+    return {"target": "adb", "serial": self.serial, "model": self.model,
+            "benchmark_model_sha256": self.binary_sha256}
+
+  def describe(self):
+    return "the host" if self.target == "host" else \
+        f"{self.model or 'the device'} ({self.serial})"
+
+  @contextlib.contextmanager
+  def runner(self, settings):
+    """android_bench's runner target for `settings`, built as `python -m
+    android_bench run --target ...` builds it; a phone is locked (one run
+    per device) while the block runs."""
+    from android_bench.adb import Adb
+    from android_bench.runner import AdbTarget, HostTarget, device_lock
+    if self.target == "host":
+      yield HostTarget(settings)
+      return
+    with device_lock(self.serial):
+      yield AdbTarget(Adb(self.adb, self.serial, self.adb_server_port),
+                      self.benchmark_binary, settings)
+
+
+def attach(benchmark_binary, serial=None, adb="adb", adb_server_port=None):
+  """The Device of the attached phone (`--serial`, or the only one) that
+  runs `benchmark_binary`. ValueError (no binary) or android_bench's
+  AdbError (no device, adb missing), each one line, before any work."""
+  from android_bench.adb import Adb, choose_device
+  from android_bench.device_info import adb_device_facts
+  from android_bench.model_facts import file_digests
+  if not benchmark_binary:
+    raise ValueError("--target adb needs --benchmark_binary (LiteRT's "
+                     "benchmark_model for the device's ABI)")
+  if not os.path.isfile(benchmark_binary):
+    raise ValueError(f"--benchmark_binary {benchmark_binary}: no such file")
+  client = Adb(adb, None, adb_server_port)
+  client.serial = choose_device(client, serial)
+  return Device("adb", client.serial, adb_device_facts(client).get("model"),
+                os.path.abspath(benchmark_binary),
+                file_digests(benchmark_binary)[0], adb, adb_server_port)
+
+
+# How a candidate's file is made (`_convert`); a new way re-times every
+# shape instead of reusing times of files made the old way.
+RECIPE = 2  # 2: NoNorms with fitted-like scales (_spread_no_norms)
+
+
+def _shape(config, head, seq_length):
+  """What an int8 file depends on (the name is not part of it)."""
+  return {"config": dataclasses.asdict(config.replace(name="x")),
+          "head": dataclasses.asdict(head), "seq_length": seq_length,
+          "recipe": RECIPE}
+
+
+def _digest(facts):
+  return hashlib.sha256(json.dumps(facts, sort_keys=True).encode()
+                        ).hexdigest()[:20]
+
+
 def shape_key(config, head, seq_length, threads, target):
-  """The cache key of a measurement: what the time depends on."""
-  shape = json.dumps({"config": dataclasses.asdict(config.replace(name="x")),
-                      "head": dataclasses.asdict(head),
-                      "seq_length": seq_length, "threads": threads,
-                      "target": target}, sort_keys=True)
-  return hashlib.sha256(shape.encode()).hexdigest()[:20]
+  """The cache key of a measurement: what the time depends on (`target`:
+  `Device.key()`)."""
+  return _digest(dict(_shape(config, head, seq_length), threads=threads,
+                      target=target))
 
 
 def _random_features(vocab_size, seq_length, count=8, seed=0):
-  import numpy as np
   rng = np.random.default_rng(seed)
   ids = rng.integers(5, vocab_size, (count, seq_length)).astype(np.int32)
   ids[:, 0], ids[:, -1] = 2, 3  # [CLS] ... [SEP]
   return {"input_ids": ids,
           "input_mask": np.ones_like(ids),
           "segment_ids": np.zeros_like(ids)}
+
+
+def _spread_no_norms(model, seed=0):
+  """Gives every NoNorm the per-channel scales and shifts a fitted one has
+  (1 / sigma of the LayerNorm it replaced: 5-300x apart; -mu / sigma), not
+  its initial ones (ones, zeros): the
+  export folds NoNorms whose scales stay close and keeps and equalizes the
+  others (converters/nonorm_folding.py), so a file timed with ones would
+  miss a carved student's kept norms (10% of its int8 time at L = 384)."""
+  from tfmodels.layers.normalization import NoNorm
+  rng = np.random.default_rng(seed)
+  for layer in model.submodules:
+    if isinstance(layer, NoNorm):
+      width = layer.gamma.shape[0]
+      layer.gamma.assign(np.exp(rng.uniform(-3, 3, width)).astype(np.float32))
+      layer.beta.assign(rng.normal(0, 1, width).astype(np.float32))
 
 
 def _convert(config, head, seq_length):
@@ -183,6 +309,7 @@ def _convert(config, head, seq_length):
   from tfmodels.checkpoints.model_dir import build_model
   keras.utils.set_random_seed(0)
   model = build_model(config, head)
+  _spread_no_norms(model)
   features = _random_features(config.vocab_size, seq_length)
   result = conversion.convert_model(
       model, head.kind, seq_length, ["int8"],
@@ -191,18 +318,46 @@ def _convert(config, head, seq_length):
   return result.files["int8"][0]
 
 
-def measure(configs, head, seq_length, threads, cache_dir, settings=None,
-            log=print):
-  """{config name: (median ms, int8 MB)} of each config in `configs`
-  timed on the host with `threads` threads, from `cache_dir` where it was
-  measured before. `settings`: android_bench Settings overrides (runs,
-  warm-ups, min_secs)."""
-  from android_bench import report
-  from android_bench.runner import HostTarget, Settings, run_matrix
+def _convert_to(path, config, head, seq_length):
+  """Writes the int8 file of `config`'s shape to `path` (a worker's job)."""
   from tfmodels.staging import write_file
-  measured, todo = {}, {}
+  write_file(path, _convert(config, head, seq_length))
+
+
+def _convert_all(unconverted, head, seq_length, log):
+  """Converts {path: config} two at a time: each conversion is mostly one
+  core's work (export, MLIR, calibration), and a search converts dozens."""
+  if len(unconverted) < 2:
+    for path, config in unconverted.items():
+      log(f"converting {config.name}")
+      _convert_to(path, config, head, seq_length)
+    return
+  import concurrent.futures
+  import multiprocessing
+  workers = min(2, os.cpu_count() or 1)
+  log(f"converting {len(unconverted)} candidate shapes, {workers} at a time")
+  with concurrent.futures.ProcessPoolExecutor(
+      workers, mp_context=multiprocessing.get_context("spawn")) as pool:
+    jobs = {pool.submit(_convert_to, path, config, head, seq_length):
+            config.name for path, config in unconverted.items()}
+    for done, job in enumerate(concurrent.futures.as_completed(jobs), 1):
+      job.result()
+      log(f"converted {jobs[job]} ({done}/{len(jobs)})")
+
+
+def measure(configs, head, seq_length, threads, cache_dir, settings=None,
+            log=print, device=Device()):
+  """{config name: (median ms, int8 MB)} of each config in `configs`
+  timed on `device` (default: the host) with `threads` threads, all in one
+  android_bench run, from `cache_dir` where it was measured before.
+  Configs of one shape are converted and timed once. `settings`:
+  android_bench Settings overrides (runs, warm-ups, min_secs)."""
+  from android_bench import report
+  from android_bench.runner import Settings, run_matrix
+  from tfmodels.staging import write_file
+  measured, todo, unconverted = {}, {}, {}
   for config in configs:
-    key = shape_key(config, head, seq_length, threads, "host")
+    key = shape_key(config, head, seq_length, threads, device.key())
     record = os.path.join(cache_dir, key + ".json")
     try:
       with open(record) as f:
@@ -211,28 +366,35 @@ def measure(configs, head, seq_length, threads, cache_dir, settings=None,
       continue
     except (OSError, ValueError, KeyError):
       pass
-    path = os.path.join(cache_dir, key + ".tflite")
-    if not os.path.exists(path):
-      log(f"converting {config.name}")
-      write_file(path, _convert(config, head, seq_length))
-    todo[path] = (config, record)
+    # Named by shape alone: one conversion serves every target and thread
+    # count.
+    path = os.path.join(cache_dir,
+                        _digest(_shape(config, head, seq_length)) + ".tflite")
+    if not os.path.exists(path) and path not in unconverted:
+      unconverted[path] = config
+    todo.setdefault(path, (record, []))[1].append(config.name)
+  _convert_all(unconverted, head, seq_length, log)
   if todo:
-    run_settings = Settings(threads=(threads,),
-                            **dict(settings or {}))
-    run, _ = run_matrix(HostTarget(run_settings), sorted(todo), run_settings,
-                        os.path.join(cache_dir, "runs"),
-                        name="split_search", log=log)
+    run_settings = Settings(threads=(threads,), **dict(settings or {}))
+    with device.runner(run_settings) as target:
+      run, _ = run_matrix(target, sorted(todo), run_settings,
+                          os.path.join(cache_dir, "runs"),
+                          name="split_search", binary=device.benchmark_binary,
+                          log=log)
     by_file = {r["model"]: r for r in report.summarize(run)}
-    for path, (config, record) in todo.items():
+    for path, (record, names) in todo.items():
       row = by_file.get(os.path.basename(path), {})
       if not row.get("latency_ms"):
-        raise BudgetError(f"{config.name}: its int8 file {path} did not run "
-                          "on the host")
+        why = "; ".join(row.get("errors") or []) or "no time"
+        raise BudgetError(f"{names[0]}: its int8 file {path} did not run on "
+                          f"{device.describe()}: {why}".splitlines()[0])
       facts = {"latency_ms": row["latency_ms"],
                "int8_mb": os.path.getsize(path) / 1e6,
-               "config": config.name}
+               "config": names[0], "int8_file": os.path.basename(path),
+               "target": device.key()}
       write_file(record, json.dumps(facts, indent=1))
-      measured[config.name] = (facts["latency_ms"], facts["int8_mb"])
+      for name in names:
+        measured[name] = (facts["latency_ms"], facts["int8_mb"])
   return measured
 
 
@@ -250,17 +412,38 @@ class SearchOptions:
   data_dir: str = option(None, "The task's data (train examples score the "
                          "teacher's heads and neurons).", required=True)
   target_latency_ms: float = option(0.0, "At most this median time of the "
-                                    "int8 file on this host (0: no bound).")
+                                    "int8 file on --target (0: no bound).")
+  target_latency_share: float = option(
+      0.0, "At most this share of the teacher's own int8 time, measured in "
+      "the same run (0: no bound).")
   target_params: float = option(0.0, "At most this share of the teacher's "
                                 "encoder parameters (0: no bound).")
   target_mb: float = option(0.0, "At most this int8 file size in MB (0: no "
                             "bound).")
   threads: int = option(1, "Threads the int8 files are timed with.")
-  heads: tuple = option((), "Heads per layer to try (default: 1, 1/2, 3/4 "
+  max_seq_length: int | None = option(
+      0, "The length the candidates are converted and timed at: the app's "
+      "(0: the teacher's task.json max_seq_length; at most its "
+      "max_position_embeddings).")
+  substitute: str = option("", "Time the candidates as they ship after "
+                           "compress --substitute with this value (e.g. "
+                           "layernorm=nonorm,gelu=relu; default: none). The "
+                           "teacher is timed as it is.")
+  target: str = option("host", "Where the int8 files are timed: this host, "
+                       "or the phone adb reaches.", choices=("host", "adb"))
+  benchmark_binary: str | None = option(
+      None, "LiteRT's benchmark_model built for the phone (--target adb).")
+  serial: str | None = option(None, "The phone's serial when several are "
+                              "attached (--target adb).")
+  adb: str = option("adb", "The adb client binary (--target adb).")
+  adb_server_port: int | None = option(
+      None, "adb server port (adb -P; default: $ANDROID_ADB_SERVER_PORT or "
+      "5037).")
+  heads: tuple = option((), "Heads per layer to try (default: 1/2, 3/4 "
                         "of the teacher's and all).")
-  widths: tuple = option((), "FFN widths to try (default: 1/8 .. all of "
-                         "the teacher's, multiples of 32).")
-  ranks: tuple = option(("none", "256", "128", "64"), "Word-table ranks to "
+  widths: tuple = option((), "FFN widths to try (default: all, 1/2, 1/3, "
+                         "1/4 and 1/6 of the teacher's, multiples of 32).")
+  ranks: tuple = option(("none", "128"), "Word-table ranks to "
                         "try (none: the whole table).")
   calibration_examples: int = option(512, "Training examples the "
                                      "importance scores are taken on.")
@@ -276,17 +459,20 @@ class SearchOptions:
 
 def _budget(options):
   """The Budget of the flags, or SystemExit naming the bad flag."""
-  for name in ("target_latency_ms", "target_params", "target_mb"):
+  for name in ("target_latency_ms", "target_latency_share", "target_params",
+               "target_mb"):
     if getattr(options, name) < 0:
       sys.exit(f"error: --{name} {getattr(options, name)}: must be >= 0")
-  if options.target_params >= 1:
-    sys.exit(f"error: --target_params {options.target_params}: a share of "
-             "the teacher's parameters, below 1")
+  for name in ("target_params", "target_latency_share"):
+    if getattr(options, name) >= 1:
+      sys.exit(f"error: --{name} {getattr(options, name)}: a share of the "
+               "teacher's, below 1")
   budget = Budget(options.target_latency_ms or None,
-                  options.target_params or None, options.target_mb or None)
+                  options.target_params or None, options.target_mb or None,
+                  options.target_latency_share or None)
   if budget == Budget():
-    sys.exit("error: give a budget: --target_latency_ms, --target_params or "
-             "--target_mb")
+    sys.exit("error: give a budget: --target_latency_ms, "
+             "--target_latency_share, --target_params or --target_mb")
   return budget
 
 
@@ -338,29 +524,64 @@ def _word_table(model):
   return found["table"] @ found["projection"]
 
 
-def search(options):
-  """Scores, times and chooses; prints the table; returns its record."""
-  from tfmodels.checkpoints.model_dir import load_model_dir, read_task_spec
-  from tfmodels.summary import count
+def _device(options):
+  """The Device of the flags; one-line errors (no phone, no binary)."""
+  if options.target == "host":
+    for name in ("benchmark_binary", "serial"):
+      if getattr(options, name):
+        raise ValueError(f"--{name} is for --target adb")
+    return Device()
+  port = options.adb_server_port
+  if port is not None and not 0 < port < 65536:
+    raise ValueError(f"--adb_server_port {port}: give a TCP port, 1..65535")
+  return attach(options.benchmark_binary, options.serial, options.adb, port)
+
+
+def _plan(options):
+  """What the flags ask, checked before any work (SystemExit or a
+  one-line ValueError naming the flag; no phone: AdbError): (budget, task
+  spec, teacher config, grid, {candidate: config timed}, length, device)."""
+  from tfmodels.checkpoints.model_dir import read_task_spec
+  from tfmodels.compression.substitution import parse_spec
+  from tfmodels.configs import load_config
   budget = _budget(options)
+  if options.threads < 1:
+    raise ValueError(f"--threads {options.threads}: give 1 or more")
   spec = read_task_spec(options.teacher_dir, "--teacher_dir",
                         "the search scores a fine-tuned model's heads")
-  teacher, config, head = load_model_dir(options.teacher_dir)
+  config = load_config(os.path.join(options.teacher_dir, "config.json"))
+  seq_length = options.max_seq_length or spec["max_seq_length"]
+  if not 0 < seq_length <= config.max_position_embeddings:
+    raise ValueError(f"--max_seq_length {seq_length}: give 1.."
+                     f"{config.max_position_embeddings} (the teacher's "
+                     "max_position_embeddings)")
+  substitutions = parse_spec(options.substitute) if options.substitute \
+      else {}
   grid = _grid(options, config)
-  statistics, singular = _scores(options, teacher, config, spec, head)
-  seq_length = spec["max_seq_length"]
-  configs = {c: carved(config, c).replace(name=f"candidate_{i}")
-             for i, c in enumerate(grid)}
+  configs = {c: shipped(config, c, substitutions).replace(
+      name=f"candidate_{i}") for i, c in enumerate(grid)}
+  return budget, spec, config, grid, configs, seq_length, _device(options)
+
+
+def search(options):
+  """Scores, times and chooses; prints the table; returns its record."""
+  from tfmodels.checkpoints.model_dir import load_model_dir
   from tfmodels.staging import private_directory
-  measured = measure(list(configs.values()), head, seq_length,
-                     options.threads,
+  from tfmodels.summary import count
+  budget, spec, config, grid, configs, seq_length, device = _plan(options)
+  teacher, config, head = load_model_dir(options.teacher_dir)
+  statistics, singular = _scores(options, teacher, config, spec, head)
+  measured = measure(list(configs.values()) + [config.replace(name="teacher")],
+                     head, seq_length, options.threads,
                      options.work_dir or private_directory("split_search"),
                      {"num_runs": options.num_runs, "warmup_runs": 1},
-                     log=lambda line: print(line, flush=True))
+                     log=lambda line: print(line, flush=True), device=device)
   rows = [Row(c, count(configs[c], 1)["params_encoder"],
               measured[configs[c].name][1], measured[configs[c].name][0],
               retained(statistics, singular, c)) for c in grid]
   teacher_params = count(config, 1)["params_encoder"]
+  teacher_ms, teacher_mb = measured["teacher"]
+  budget = budget.with_teacher(teacher_ms)
   best = choose(rows, budget, teacher_params)
   print(f"{'candidate':<36} {'params':>10} {'int8 MB':>8} {'ms':>8} "
         f"{'score':>6}")
@@ -368,6 +589,12 @@ def search(options):
     mark = "  <- chosen" if r is best else ""
     print(f"{r.candidate.label():<36} {r.params:>10,} {r.int8_mb:>8.2f} "
           f"{r.latency_ms:>8.2f} {r.score:>6.3f}{mark}")
+  print(f"timed on {device.describe()} at length {seq_length}, "
+        f"{options.threads} threads"
+        + (f", as shipped after --substitute {options.substitute}"
+           if options.substitute else "")
+        + f"; the teacher as it is: {teacher_ms:.2f} ms, {teacher_mb:.2f} MB "
+        f"int8, {teacher_params:,} encoder parameters")
   flags_ = [f"--heads {best.candidate.heads}",
             f"--intermediate_size {best.candidate.intermediate_size}"]
   if best.candidate.table_rank:
@@ -375,9 +602,19 @@ def search(options):
   print(f"chosen for {budget.describe()}: {best.candidate.label()}; carve "
         f"it with: python -m tfmodels.training.compress --teacher_dir "
         f"{options.teacher_dir} --data_dir {options.data_dir} --model_dir "
-        f"OUT {' '.join(flags_)}")
-  return {"budget": dataclasses.asdict(budget), "threads": options.threads,
-          "max_seq_length": seq_length, "teacher_params": teacher_params,
+        f"OUT {' '.join(flags_)}"
+        + (f" --substitute {options.substitute}" if options.substitute
+           else ""))
+  return {"budget": dict(dataclasses.asdict(budget),
+                        max_latency_ms=budget.max_latency_ms()),
+          "threads": options.threads,
+          "max_seq_length": seq_length, "target": device.target,
+          "device": None if device.target == "host" else
+          {"serial": device.serial, "model": device.model},
+          "substitute": options.substitute,
+          "teacher_params": teacher_params,
+          "teacher_latency_ms": round(teacher_ms, 4),
+          "teacher_int8_mb": round(teacher_mb, 4),
           "chosen": dataclasses.asdict(best.candidate),
           "compress_flags": flags_,
           "rows": [dict(dataclasses.asdict(r.candidate), params=r.params,
@@ -392,6 +629,8 @@ def main(argv):
     raise app.UsageError(f"unexpected arguments: {' '.join(argv[1:])}")
   refuse_nonfinite_floats()
   options = from_flags(SearchOptions, FLAGS)
+  from android_bench.adb import AdbError
+  from android_bench.runner import SetupError
   from tfmodels.configs import ConfigError
   from tfmodels.staging import (OutputError, check_output, lock_until_exit,
                                 write_file)
@@ -403,8 +642,8 @@ def main(argv):
     record = search(options)
     if options.output:
       write_file(options.output, json.dumps(record, indent=1) + "\n")
-  except (BudgetError, ConfigError, VocabError, OutputError, ValueError,
-          OSError) as e:
+  except (AdbError, BudgetError, ConfigError, SetupError, VocabError,
+          OutputError, ValueError, OSError) as e:
     sys.exit(f"error: {e}")
 
 

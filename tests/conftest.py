@@ -59,7 +59,8 @@ def write_lines(path, lines, gzipped=False):
 # longest first. `make test` runs the suite on pytest-xdist workers, a file
 # to a worker (--dist loadfile, in collection order): these start first and
 # the short files fill in around them, so no long file starts last.
-RUN_FIRST = ("test_demo.py", "test_distill_from_minilm.py", "test_distill.py",
+RUN_FIRST = ("test_demo.py", "test_distill_from_minilm.py", "test_ship.py",
+             "test_distill.py",
              "test_pretrain_resume.py", "test_convert_tflite_library.py",
              "test_latency_benchmark.py", "test_convert_tflite_classifier.py",
              "test_intent_slot.py", "test_qat_report.py", "test_run_edges.py",

@@ -4,6 +4,7 @@ The fixtures under tests/fixtures/checkpoints/ were made by
 `make_fixtures.py` there (PyTorch + transformers, not needed here).
 """
 
+import json
 import os
 import shutil
 import subprocess
@@ -229,6 +230,28 @@ def test_command_converts_both_ways(tmp_path):
   assert all(np.array_equal(original[k], exported[k]) for k in exported)
   result = _convert("--from", "hf", "--input", source, "--output", str(ours))
   assert result.returncode != 0 and "exists" in result.stderr
+
+
+def test_the_tokenizer_goes_both_ways(tmp_path):
+  """An imported directory keeps its tokenizer's vocabulary, and the export
+  writes it back as files transformers and our import read."""
+  from tfmodels.checkpoints.hf_tokenizer import read_tokenizer
+  ours, again = tmp_path / "ours", tmp_path / "again"
+  source = os.path.join(FIXTURES, "ship_qa")
+  assert _convert("--from", "hf", "--input", source, "--output",
+                  str(ours)).returncode == 0
+  result = _convert("--to", "hf", "--input", str(ours), "--output",
+                    str(again))
+  assert result.returncode == 0, result.stderr[-800:]
+  with open(os.path.join(source, "vocab.txt")) as f:
+    assert (again / "vocab.txt").read_text() == f.read()
+  with open(again / "tokenizer_config.json") as f:
+    settings = json.load(f)
+  assert settings["do_lower_case"] is True
+  assert settings["cls_token"] == "[CLS]"
+  _, config, _ = hf.import_checkpoint(str(again))
+  tokenizer = read_tokenizer(str(again), config)
+  assert tokenizer.lower_case and len(tokenizer.vocab) == 2000
 
 
 def test_tf1_refuses_missing_checkpoint_and_wrong_config(tmp_path):

@@ -91,6 +91,10 @@ CASES = {
     "experiments.lexical_probe": (
         lambda u, t: ["--model_dir", t, "--data_dir", t, "--output", u],
         "--output {u}: is a directory"),
+    "experiments.ship_teacher": (
+        lambda u, t: ["--teacher", t, "--task", "squad", "--data_dir", t,
+                      "--output", u],
+        "--output {u}: was not written by ship_teacher"),
     "tfmodels.build_student_vocab": (
         lambda u, t: ["--corpus", _input(t), "--output", u],
         "--output {u}: is a directory"),

@@ -16,6 +16,7 @@ variable to a tensor, with the same shape, or nothing is written.
 """
 
 import dataclasses
+import json
 import os
 import sys
 
@@ -71,6 +72,27 @@ def _import(options):
                                  options.name), {})
 
 
+def _export_tokenizer(model_dir, staging):
+  """The model's vocabulary (a run's task.json names it; an imported
+  directory holds it as vocab.txt) as the uncased BERT tokenizer's files
+  (vocab.txt, tokenizer_config.json) that `BertTokenizer.from_pretrained`
+  and our import read back; nothing for a directory without one."""
+  from tfmodels.checkpoints.hf_tokenizer import SPECIAL_FIELDS
+  from tfmodels.staging import write_file
+  from tfmodels.vocab_record import resolve
+  try:
+    vocab = resolve(model_dir, model_flag="--input")
+  except ValueError:  # no task.json, or it names no vocabulary
+    vocab = os.path.join(model_dir, "vocab.txt")
+    if not os.path.isfile(vocab):
+      return
+  with open(vocab, encoding="utf-8") as f:
+    write_file(os.path.join(staging, "vocab.txt"), f.read())
+  write_file(os.path.join(staging, "tokenizer_config.json"), json.dumps(
+      {"tokenizer_class": "BertTokenizer", "do_lower_case": True,
+       **SPECIAL_FIELDS}, indent=2) + "\n")
+
+
 def _export_hf(options):
   from tfmodels.checkpoints.hf import export_checkpoint
   from tfmodels.checkpoints.model_dir import load_model_dir
@@ -80,6 +102,7 @@ def _export_hf(options):
   try:
     with staged_directory(options.output, OWNER, "--output") as staging:
       export_checkpoint(model, config, head, staging)
+      _export_tokenizer(options.input, staging)
   except WRITE_FAILURES as e:  # a full disk: nothing is left half-written
     raise refused(options.output, "the model", e,
                   "nothing was written") from None

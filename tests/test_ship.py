@@ -1,0 +1,252 @@
+"""experiments/ship.py end to end on tiny Hugging Face checkpoints written by
+transformers (tests/fixtures/checkpoints/ship_qa, ship_classifier), and its
+refusals: a budget no split meets (one line, before any training), no
+budget, a teacher whose head does not answer the data, a headless teacher
+without --teacher_finetune_steps."""
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from android_bench.qa_app import SEQUENCE_LENGTH
+from experiments import demo_data
+from experiments.paths import DATA, TASK_LIBRARY_PYTHON
+from experiments.ship_steps import Layout, Plan, ShipError, build_steps
+
+FIXTURES = os.path.join(os.path.dirname(__file__), "fixtures", "checkpoints")
+QA_TEACHER = os.path.join(FIXTURES, "ship_qa")
+CLASSIFIER = os.path.join(FIXTURES, "ship_classifier")
+# Small everything: numbers meaningless, every step real.
+TINY = ("--train_max_seq_length", "64", "--student_steps", "3",
+        "--recover_steps", "2", "--calibration_examples", "16",
+        "--num_runs", "3", "--app_examples", "2", "--qat_steps", "2",
+        "--batch_size", "4", "--heads", "4,2", "--widths", "128,64",
+        "--ranks", "none,32")
+
+
+def _ship(*args, cwd=None):
+  env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2")
+  return subprocess.run([sys.executable, "-m", "experiments.ship", *args],
+                        capture_output=True, text=True, env=env, cwd=cwd,
+                        timeout=1800)
+
+
+@pytest.fixture(scope="module")
+def qa_data(tmp_path_factory):
+  out = str(tmp_path_factory.mktemp("qa_data"))
+  demo_data.slice_qa(os.path.join(DATA, "wordnet_qa"), out, "train", 32)
+  demo_data.slice_qa(os.path.join(DATA, "wordnet_qa"), out, "dev", 8)
+  return out
+
+
+@pytest.fixture(scope="module")
+def spam_data(tmp_path_factory):
+  out = str(tmp_path_factory.mktemp("spam_data"))
+  demo_data.slice_spam(os.path.join(DATA, "spam"), out, "train", 32)
+  demo_data.slice_spam(os.path.join(DATA, "spam"), out, "dev", 16)
+  return out
+
+
+def _summary(out):
+  with open(Layout(out).summary) as f:
+    return json.load(f)
+
+
+def _check_summary(summary, out, metric):
+  """The fields scripts rely on, each measured."""
+  assert summary["metric"] == metric
+  for side in ("teacher", "student"):
+    for key in ("float", "int8", "params", "int8_mb"):
+      assert isinstance(summary[side][key], (int, float)), (side, key)
+  student = summary["student"]
+  assert student["params"] < summary["teacher"]["params"]
+  assert student["latency_ms"] > 0 and student["threads"] == 1
+  assert student["target"] == "host"
+  assert os.path.isfile(summary["assets"]["tflite"])
+  rows = summary["search"]["rows"]
+  assert len(rows) == 8 and sum(r["chosen"] for r in rows) == 1
+  chosen, = [r for r in rows if r["chosen"]]
+  assert student["split"]["heads"] == chosen["heads"]
+  assert student["shape"]["heads"] == chosen["heads"]
+  assert student["shape"]["intermediate_size"] == chosen[
+      "intermediate_size"]
+  assert student["shape"]["normalization"] == "no_norm"
+  qat = os.path.isdir(Layout(out).tflite("student_qat"))
+  assert qat == ("qat_int8" in student)  # QAT ran: both int8 scores shown
+  if student["qat"]:  # its file ships only if it scores higher
+    assert student["int8"] == student["qat_int8"] > student[
+        "post_training_int8"]
+  with open(Layout(out).report) as f:
+    report = f.read()
+  assert "## The split search" in report and "| total |" in report
+
+
+def test_a_hugging_face_qa_teacher_ships_to_the_app(qa_data, tmp_path):
+  out = str(tmp_path / "ship")
+  done = _ship("--teacher", QA_TEACHER, "--data_dir", qa_data,
+               "--output_dir", out, "--target_params", "0.6", *TINY)
+  assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+  summary = _summary(out)
+  _check_summary(summary, out, "f1")
+  student = summary["student"]
+  assert student["max_seq_length"] == SEQUENCE_LENGTH  # the Task Library's
+  assert student["budget"] == {"target_params": 0.6}
+  assert student["within_budget"] == {"params": True}
+  assert student["params"] <= 0.6 * summary["search"]["teacher_params"]
+  check = summary["assets"]["check"]
+  assert check["asked"] == 2
+  if os.path.exists(TASK_LIBRARY_PYTHON):
+    assert check["agree"] == 2
+  # A second run finds every step done.
+  again = _ship("--teacher", QA_TEACHER, "--data_dir", qa_data,
+                "--output_dir", out, "--target_params", "0.6", *TINY)
+  assert again.returncode == 0, again.stderr[-2000:]
+  ran = [l for l in again.stdout.splitlines() if "finished in" in l
+         and l.startswith("[")]
+  assert not ran, ran
+  # Other settings into the same directory: refused in one line.
+  other = _ship("--teacher", QA_TEACHER, "--data_dir", qa_data,
+                "--output_dir", out, "--target_params", "0.5", *TINY)
+  assert other.returncode == 1
+  assert other.stderr.strip().splitlines()[-1] == (
+      f"error: --output_dir {out} holds a ship run with other settings "
+      "(budget); delete it or use another --output_dir")
+
+
+def test_a_hugging_face_classifier_ships_with_its_labels(spam_data,
+                                                         tmp_path):
+  out = str(tmp_path / "ship")
+  done = _ship("--teacher", CLASSIFIER, "--data_dir", spam_data,
+               "--output_dir", out, "--target_mb", "100", "--target_params",
+               "0.6", *TINY)
+  assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+  summary = _summary(out)
+  _check_summary(summary, out, "accuracy")
+  assert summary["task"] == "spam"
+  assert summary["student"]["within_budget"] == {"int8_mb": True,
+                                                 "params": True}
+  from converters.metadata import associated_file
+  labels = associated_file(summary["assets"]["tflite"], "labels.txt")
+  assert labels.decode().split() == ["ham", "spam"]  # the teacher's id2label
+  check = summary["assets"]["check"]
+  assert check["asked"] == 2
+  if os.path.exists(TASK_LIBRARY_PYTHON):
+    assert check["agree"] == 2
+
+
+def test_a_budget_no_split_meets_is_refused_before_any_training(qa_data,
+                                                                tmp_path):
+  out = str(tmp_path / "ship")
+  done = _ship("--teacher", QA_TEACHER, "--data_dir", qa_data,
+               "--output_dir", out, "--target_latency_ms", "0.0001", *TINY)
+  assert done.returncode == 1
+  last = done.stderr.strip().splitlines()[-1]
+  assert last.startswith("error: no candidate split meets 0.0001 ms: the "
+                         "fastest, "), last
+  assert "measured" in last and "(step search; its log: " in last
+  layout = Layout(out)
+  assert not os.path.exists(layout.carving)
+  assert not os.path.exists(layout.student)
+
+
+@pytest.mark.parametrize("args, message", [
+    ((), "error: give a budget: --target_latency_ms, --target_latency_share, "
+         "--target_params or --target_mb"),
+    (("--target_params", "1.5"), "error: --target_params 1.5: a share of the "
+     "teacher's, below 1"),
+    (("--target_mb", "5", "--target", "adb"), "error: --target adb needs "
+     "--benchmark_binary (LiteRT's Android benchmark_model)"),
+    (("--target_mb", "5", "--force", "nothing"), "error: --force nothing: "
+     "not a step (steps: teacher, teacher_finetune, search, convert_teacher, "
+     "carve, student, convert_student, convert_student_qat, latency, app, "
+     "report)"),
+])
+def test_bad_flags_are_refused_in_one_line(args, message, spam_data,
+                                           tmp_path):
+  out = tmp_path / "ship"
+  done = _ship("--teacher", CLASSIFIER, "--data_dir", spam_data,
+               "--output_dir", str(out), *args)
+  assert done.returncode == 1
+  assert done.stderr.strip().splitlines()[-1] == message
+  assert not out.exists()
+
+
+def test_a_teacher_whose_head_does_not_answer_the_data_is_refused(
+    qa_data, tmp_path):
+  out = tmp_path / "ship"
+  done = _ship("--teacher", CLASSIFIER, "--data_dir", qa_data,
+               "--output_dir", str(out), "--target_mb", "5")
+  assert done.returncode == 1
+  assert done.stderr.strip().splitlines()[-1] == (
+      f"error: --teacher {CLASSIFIER}: its head answers classification, but "
+      f"--data_dir {qa_data} holds squad data")
+  assert not out.exists()
+
+
+def test_a_headless_teacher_is_fine_tuned_only_when_asked(qa_data, tmp_path):
+  """Without --teacher_finetune_steps the first step refuses it in one
+  line; with it the chain fine-tunes it before the search."""
+  from experiments.ship_teacher import TeacherError, TeacherOptions, check_head
+  from tfmodels.checkpoints.model_dir import Head
+  from tfmodels.command_options import with_defaults
+
+  class Task:
+    def head(self):
+      return Head("span")
+
+  options = with_defaults(TeacherOptions, teacher="mini", task="squad",
+                          data_dir=qa_data, output="x")
+  with pytest.raises(TeacherError) as refused:
+    check_head(options, Head("encoder"), Task())
+  assert str(refused.value) == (
+      "--teacher mini: has no task head (a sentence encoder); fine-tune it "
+      "first with --teacher_finetune_steps N")
+  check_head(options, Head("span"), Task())
+  check_head(with_defaults(TeacherOptions, teacher="mini", task="squad",
+                           data_dir=qa_data, output="x", encoder_only=True),
+             Head("encoder"), Task())
+  plan = Plan(teacher="mini", task="squad", data_dir=qa_data,
+              budget={"target_mb": 5.0}, teacher_finetune_steps=7)
+  layout = Layout(str(tmp_path))
+  steps = {s.name: s for s in build_steps(plan, layout)}
+  assert list(steps) == ["teacher", "teacher_finetune", "search"]
+  assert "--encoder_only" in steps["teacher"].command
+  finetune = steps["teacher_finetune"].command
+  assert finetune[finetune.index("--train_steps") + 1] == "7"
+  assert steps["search"].inputs == (layout.teacher(plan),)
+  assert layout.teacher(plan) != layout.imported()
+
+
+def test_a_tf1_checkpoint_is_a_teacher_too(qa_data, tmp_path):
+  """ship's first step takes a TF1 checkpoint (here a pre-trained one:
+  refused in one line without --encoder_only, which ship passes when
+  --teacher_finetune_steps is given)."""
+  vocab = tmp_path / "vocab.txt"
+  vocab.write_text("".join(t + "\n" for t in (
+      ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
+      + list("abcdefghijklmnopqrstuvwxyz0123456789.,?"))))
+  teacher = os.path.join(FIXTURES, "bert_pretraining_tf1")
+
+  def teacher_step(out, *args):
+    return subprocess.run(
+        [sys.executable, "-m", "experiments.ship_teacher", "--teacher",
+         teacher, "--task", "squad", "--data_dir", qa_data, "--vocab_file",
+         str(vocab), "--max_seq_length", "32", "--output", str(out), *args],
+        capture_output=True, text=True, timeout=600,
+        env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2"))
+
+  refused = teacher_step(tmp_path / "refused")
+  assert refused.returncode == 1
+  assert refused.stderr.strip().splitlines()[-1] == (
+      f"error: --teacher {teacher}: has no task head (a pre-trained "
+      "encoder); fine-tune it first with --teacher_finetune_steps N")
+  assert not (tmp_path / "refused").exists()
+  done = teacher_step(tmp_path / "teacher", "--encoder_only")
+  assert done.returncode == 0, done.stderr[-2000:]
+  written = set(os.listdir(tmp_path / "teacher"))
+  assert {"config.json", "head.json", "vocab.txt"} <= written
+  assert "task.json" not in written  # fine-tuned next, by finetune
+  assert (tmp_path / "teacher" / "vocab.txt").read_text() == vocab.read_text()
