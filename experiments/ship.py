@@ -289,7 +289,7 @@ def run_ship(options, plan, out, force):
 
   def run(steps, shipped=None):
     write_file(layout.plan, json.dumps(
-        {"plan": record, "shipped": shipped,
+        {"plan": record, "shipped": shipped, "began": began,
          "steps": [{"name": s.name, "output": s.output,
                     "command": s.describe()} for s in steps]}, indent=2))
     try:

@@ -22,6 +22,7 @@ import dataclasses
 import json
 import os
 import sys
+import time
 
 from absl import app
 
@@ -106,6 +107,8 @@ def collect(out):
   search = read_json(layout.split) or {}
   budget = {k: v for k, v in (plan.get("budget") or {}).items() if v}
   student.update(target=plan.get("target"), budget=budget, qat=qat,
+                 max_latency_ms=(search.get("budget") or {}).get(
+                     "max_latency_ms"),
                  split=search.get("chosen"),
                  within_budget=_within(student, budget, search))
   carving = read_json(os.path.join(layout.carved_model, "carving.json"))
@@ -126,7 +129,9 @@ def collect(out):
       "assets": {"tflite": os.path.join(layout.app, _app_file(plan)),
                  "source": int8_file, "check": _app_check(app_answers)},
       "plan": plan, "steps": steps,
-      "seconds": sum(s["seconds"] or 0 for s in steps)}
+      "seconds": sum(s["seconds"] or 0 for s in steps),
+      "wall_seconds": (time.time() - recorded["began"]
+                       if recorded.get("began") else None)}
 
 
 def _app_file(plan):
@@ -187,8 +192,11 @@ def markdown(summary):
   lines = [
       f"# ship: {summary['task']} student of {summary['plan'].get('teacher')}",
       "",
-      f"The student {verdict} its budget ({budget}; timed on "
-      f"{s['target']}, {s['threads']} thread(s), L = {s['max_seq_length']})"
+      f"The student {verdict} its budget ({budget}"
+      + (f": at most {s['max_latency_ms']:.2f} ms" if s.get("max_latency_ms")
+         else "")
+      + f"; timed on the {s['target']}, {s['threads']} thread(s), L = "
+      f"{s['max_seq_length']})"
       f" and keeps {_share(s['float'], t['float'])} of the teacher's dev "
       f"{metric} in float, {_share(s['int8'], t['float'])} in int8, in "
       f"{_share(s['latency_ms'], t['latency_ms'])} of the teacher's int8 "
@@ -205,7 +213,7 @@ def markdown(summary):
       f"{_fmt(s['latency_ms'], 2)} |",
       f"| float32 latency, ms | {_fmt(t['float32_latency_ms'], 2)} | "
       f"{_fmt(s['float32_latency_ms'], 2)} |",
-      f"| shape | {t['shape']} | {s['shape']} |", "",
+      f"| shape | {_shape(t['shape'])} | {_shape(s['shape'])} |", "",
       *([f"Post-training int8 lost more than 1 point: quantization-aware "
          f"training gave {_fmt(s['qat_int8'])} against "
          f"{_fmt(s['post_training_int8'])}; the "
@@ -254,8 +262,20 @@ def markdown(summary):
   for step in summary["steps"]:
     lines.append(f"| {step['name']} | {_fmt(step['seconds'], 0)} | "
                  f"{_fmt(step['peak_memory_mb'], 0)} |")
-  lines.append(f"| total | {_fmt(summary['seconds'], 0)} | |")
+  lines.append(f"| all steps (side by side: more than the wall time) | "
+               f"{_fmt(summary['seconds'], 0)} | |")
+  if summary.get("wall_seconds") is not None:
+    lines.append(f"\nWall time of this run up to its report: "
+                 f"{summary['wall_seconds'] / 60:.1f} min.")
   return "\n".join(lines) + "\n"
+
+
+def _shape(shape):
+  if not shape or shape.get("layers") is None:
+    return "-"
+  return (f"{shape['layers']} layers, {shape['heads']} heads, FFN "
+          f"{shape['intermediate_size']}, {shape['normalization']} + "
+          f"{shape['act']}")
 
 
 def _points(results, metric):

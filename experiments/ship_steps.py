@@ -76,7 +76,6 @@ class Plan:
   vocab_file: str | None = None
   benchmark_binary: str | None = None
   serial: str | None = None
-  step_memory_mb: dict = None
 
   def record(self):
     return json.loads(json.dumps(dataclasses.asdict(self)))
@@ -190,9 +189,10 @@ class _Chain:
   steps: list
 
   def add(self, name, command, output, inputs=(), alone=False):
-    memory = (self.plan.step_memory_mb or {}).get(name)
+    """A step that starts over when re-run (no peak measured for it in
+    advance: the pipeline bounds what runs beside it by what it holds)."""
     self.steps.append(Step(name, command, output, tuple(inputs), clean=True,
-                           alone=alone, memory_mb=memory))
+                           alone=alone))
 
 
 def build_steps(plan, layout, split=None, qat=None, shipped=None):
@@ -226,7 +226,7 @@ def build_steps(plan, layout, split=None, qat=None, shipped=None):
   return chain.steps
 
 
-def _vocab(plan, layout):
+def _vocab(layout):
   """The vocabulary the teacher step checked and wrote beside it."""
   return os.path.join(layout.imported(), "vocab.txt")
 
@@ -244,7 +244,7 @@ def _add_teacher(chain):
     chain.add("teacher_finetune", python_module(
         "tfmodels.training.finetune", "--task", plan.task, "--data_dir",
         plan.data_dir, "--init_dir", layout.imported(), "--model_dir",
-        layout.teacher(plan), "--vocab_file", _vocab(plan, layout),
+        layout.teacher(plan), "--vocab_file", _vocab(layout),
         "--max_seq_length", plan.train_max_seq_length, "--train_steps",
         plan.teacher_finetune_steps, "--batch_size", plan.batch_size,
         "--learning_rate", plan.teacher_learning_rate, "--checkpoint_every",
@@ -309,7 +309,7 @@ def _add_student(chain):
   chain.add("student", python_module(
       "tfmodels.training.finetune", "--task", plan.task, "--data_dir",
       plan.data_dir, "--init_dir", layout.carved_model, "--model_dir",
-      layout.student, "--vocab_file", _vocab(plan, layout),
+      layout.student, "--vocab_file", _vocab(layout),
       "--max_seq_length", plan.train_max_seq_length, "--train_steps",
       plan.student_steps, "--batch_size", plan.batch_size,
       "--learning_rate", plan.learning_rate, "--checkpoint_every", 1000,

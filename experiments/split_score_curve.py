@@ -99,6 +99,12 @@ def measure_curve(options, log=print):
   return rows, metric, teacher_dev if metric == "f1" else 100 * teacher_dev
 
 
+def _groups(rows):
+  """The candidates by how their word table is kept."""
+  return {"whole word table": [r for r in rows if not r["table_rank"]],
+          "low-rank word table": [r for r in rows if r["table_rank"]]}
+
+
 def markdown(record):
   lines = [f"# The split search's score against dev {record['metric']} "
            "right after carving", "",
@@ -107,7 +113,10 @@ def markdown(record):
            "`compress` carves it, before substitution, recovery or "
            "distillation. Spearman rank correlation of score and dev: "
            f"**{record['spearman']:.3f}** over {len(record['rows'])} "
-           "candidates.", "",
+           "candidates; "
+           + "; ".join(f"{name}: {spearman([r['score'] for r in rows], [r['dev'] for r in rows]):.3f} over {len(rows)}"
+                       for name, rows in _groups(record["rows"]).items())
+           + ".", "",
            f"| heads | FFN | table rank | score | dev {record['metric']} |",
            "| --- | --- | --- | --- | --- |"]
   for r in sorted(record["rows"], key=lambda r: -r["score"]):
