@@ -43,7 +43,10 @@ class CurveOptions:
   ranks: tuple = option(("none", "128"), "Word-table ranks (none: whole).")
 
 
-define_flags(CurveOptions)
+def define_command_flags():
+  """The flags, defined only when the module runs as a command: tests
+  import its functions beside other experiments'."""
+  define_flags(CurveOptions)
 
 
 def spearman(a, b):
@@ -172,6 +175,7 @@ def main(argv):
 
 
 def run():
+  define_command_flags()
   app.run(main)
 
 

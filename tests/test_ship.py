@@ -12,8 +12,7 @@ import sys
 import pytest
 
 from android_bench.qa_app import SEQUENCE_LENGTH
-from experiments import demo_data
-from experiments.paths import DATA, TASK_LIBRARY_PYTHON
+from experiments.paths import TASK_LIBRARY_PYTHON
 from experiments.ship_steps import Layout, Plan, ShipError, build_steps
 
 FIXTURES = os.path.join(os.path.dirname(__file__), "fixtures", "checkpoints")
@@ -35,19 +34,26 @@ def _ship(*args, cwd=None):
 
 
 @pytest.fixture(scope="module")
-def qa_data(tmp_path_factory):
-  out = str(tmp_path_factory.mktemp("qa_data"))
-  demo_data.slice_qa(os.path.join(DATA, "wordnet_qa"), out, "train", 32)
-  demo_data.slice_qa(os.path.join(DATA, "wordnet_qa"), out, "dev", 8)
+def slices(tmp_path_factory):
+  """Slices of the shipped QA and spam sets (experiments.demo_data, run as
+  its command: its flags would clash with other experiments' in this
+  process)."""
+  out = str(tmp_path_factory.mktemp("data"))
+  subprocess.run([sys.executable, "-m", "experiments.demo_data",
+                  "--output_dir", out, "--pretraining_documents", "2",
+                  "--spam_rows", "32,16", "--qa_questions", "32,8"],
+                 check=True, capture_output=True, timeout=600)
   return out
 
 
 @pytest.fixture(scope="module")
-def spam_data(tmp_path_factory):
-  out = str(tmp_path_factory.mktemp("spam_data"))
-  demo_data.slice_spam(os.path.join(DATA, "spam"), out, "train", 32)
-  demo_data.slice_spam(os.path.join(DATA, "spam"), out, "dev", 16)
-  return out
+def qa_data(slices):
+  return os.path.join(slices, "wordnet_qa")
+
+
+@pytest.fixture(scope="module")
+def spam_data(slices):
+  return os.path.join(slices, "spam")
 
 
 def _summary(out):
@@ -250,3 +256,53 @@ def test_a_tf1_checkpoint_is_a_teacher_too(qa_data, tmp_path):
   assert {"config.json", "head.json", "vocab.txt"} <= written
   assert "task.json" not in written  # fine-tuned next, by finetune
   assert (tmp_path / "teacher" / "vocab.txt").read_text() == vocab.read_text()
+
+
+@pytest.fixture(scope="module")
+def headless_teacher(tmp_path_factory):
+  """ship_qa without its QA head, saved as a BertModel: a sentence
+  encoder's directory."""
+  from safetensors.numpy import load_file, save_file
+  out = tmp_path_factory.mktemp("headless")
+  for name in os.listdir(QA_TEACHER):
+    if name not in ("model.safetensors", "config.json"):
+      (out / name).write_bytes(open(os.path.join(QA_TEACHER, name),
+                                    "rb").read())
+  import numpy as np
+  tensors = {k.removeprefix("bert."): v for k, v in load_file(
+      os.path.join(QA_TEACHER, "model.safetensors")).items()
+             if not k.startswith("qa_outputs")}
+  rng = np.random.default_rng(0)  # a BertModel has a pooler
+  tensors["pooler.dense.weight"] = rng.normal(0, 0.02, (64, 64)).astype(
+      np.float32)
+  tensors["pooler.dense.bias"] = np.zeros(64, np.float32)
+  save_file(tensors, str(out / "model.safetensors"),
+            metadata={"format": "pt"})
+  with open(os.path.join(QA_TEACHER, "config.json")) as f:
+    config = json.load(f)
+  config["architectures"] = ["BertModel"]
+  (out / "config.json").write_text(json.dumps(config))
+  return str(out)
+
+
+def test_a_sentence_encoder_is_fine_tuned_first_when_asked(
+    headless_teacher, qa_data, tmp_path):
+  out = str(tmp_path / "ship")
+  refused = _ship("--teacher", headless_teacher, "--data_dir", qa_data,
+                  "--output_dir", out, "--target_params", "0.6", *TINY)
+  assert refused.returncode == 1
+  assert refused.stderr.strip().splitlines()[-1].startswith(
+      f"error: --teacher {headless_teacher}: has no task head (a sentence "
+      "encoder); fine-tune it first with --teacher_finetune_steps N")
+  assert not os.path.exists(Layout(out).path("search"))
+  done = _ship("--teacher", headless_teacher, "--data_dir", qa_data,
+               "--output_dir", str(tmp_path / "tuned"), "--target_params",
+               "0.6", "--teacher_finetune_steps", "3", *TINY)
+  assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+  summary = _summary(str(tmp_path / "tuned"))
+  assert summary["metric"] == "f1" and summary["task"] == "squad"
+  layout = Layout(str(tmp_path / "tuned"))
+  with open(os.path.join(layout.path("finetune", "teacher"),
+                         "task.json")) as f:
+    assert json.load(f)["task"] == "squad"  # the fine-tuned teacher
+  assert summary["student"]["params"] < summary["teacher"]["params"]
