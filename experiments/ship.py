@@ -1,10 +1,12 @@
-"""From your fine-tuned teacher and your data to a phone-ready int8 student
+r"""From your fine-tuned teacher and your data to a phone-ready int8 student
 that meets a budget: one command.
 
     python -m experiments.ship --teacher MY_HF_MODEL --data_dir MY_DATA \
         --output_dir ship_output --target_latency_ms 20 [--target adb \
         --benchmark_binary benchmark_model] [--threads 4]
     python -m experiments.ship ... --target_params 0.4     # or --target_mb 10
+    python -m experiments.ship ... --target_latency_share 0.45  # of the
+                                      # teacher's int8 time, timed alongside
 
 --teacher is a Hugging Face directory saved from BertForQuestionAnswering,
 BertForSequenceClassification or BertForTokenClassification (config.json,

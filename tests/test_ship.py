@@ -13,7 +13,7 @@ import pytest
 
 from android_bench.qa_app import SEQUENCE_LENGTH
 from experiments.paths import TASK_LIBRARY_PYTHON
-from experiments.ship_steps import Layout, Plan, ShipError, build_steps
+from experiments.ship_steps import Layout, Plan, build_steps
 
 FIXTURES = os.path.join(os.path.dirname(__file__), "fixtures", "checkpoints")
 QA_TEACHER = os.path.join(FIXTURES, "ship_qa")
