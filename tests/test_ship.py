@@ -87,7 +87,7 @@ def _check_summary(summary, out, metric):
         "post_training_int8"]
   with open(Layout(out).report) as f:
     report = f.read()
-  assert "## The split search" in report and "| total |" in report
+  assert "## The split search" in report and "| all steps" in report
 
 
 def test_a_hugging_face_qa_teacher_ships_to_the_app(qa_data, tmp_path):
