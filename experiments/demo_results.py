@@ -4,20 +4,20 @@ verdict on its student.
     summary, bench_runs = collect("demo_output")
     summary["verdict"]["text"]
 
-`collect` reads what the demo's steps wrote (plan.json, the carving facts,
-fine-tuning results and TensorBoard summaries, convert_tflite reports,
-android_bench runs, the app twin's answers, the steps' `.done` markers;
-the readers are `result_files`') into one JSON-able dict; a piece not
-written yet is None, so a half-finished demo still reports. `demo_report`
-draws it.
+`collect` reads what the demo's two ship runs wrote (OUTPUT_DIR/qa and
+OUTPUT_DIR/spam: the carving facts, fine-tuning results and TensorBoard
+summaries, convert_tflite reports, android_bench runs, the app twin's
+answers, the steps' `.done` markers; the readers are `result_files'`) into
+one JSON-able dict, the models named as the demo names them (teacher_qa,
+carved_spam); a piece not written yet is None, so a half-finished demo
+still reports. `demo_report` draws it.
 """
 
 import math
 import os
 
 from experiments.demo_steps import (MODELS, STUDENT, STUDENT_RECORD, Layout,
-                                    carve_step, read_plan, size_key,
-                                    task_step)
+                                    read_plan, size_key, task_step)
 from experiments.result_files import (config_params, conversion_summary,
                                       latency_rows, read_json, read_marker,
                                       read_scalars, tsv_rows)
@@ -25,16 +25,18 @@ from experiments.result_files import (config_params, conversion_summary,
 LABELS = {"teacher": "MiniLM teacher (all-MiniLM-L6-v2, fine-tuned)",
           STUDENT: f"{STUDENT} student (heads and FFN neurons cut, "
                    "NoNorm + relu, task KD)"}
-TASKS = {"qa": ("QA", "f1", "F1"), "spam": ("spam", "accuracy", "accuracy")}
+TASKS = {"qa": ("QA", "f1", "F1"),
+              "spam": ("spam", "accuracy", "accuracy")}
 # The issue's target: the shipped student keeps this share of the teacher's
 # QA F1.
 QA_F1_TARGET = 0.9
-# The steps of each model's chain (the teacher's import and fine-tunings;
-# the student's carvings and task stages), for its peak memory.
-CHAIN_STEPS = {"teacher": ("teacher",) + tuple(
-                   task_step("teacher", t) for t in TASKS),
-               STUDENT: tuple(carve_step(t) for t in TASKS) + tuple(
-                   task_step(STUDENT, t) for t in TASKS)}
+# ship's steps of each model's chain (the teacher's import and
+# fine-tuning; the student's carving and task stage), for its peak memory.
+CHAIN_STEPS = {"teacher": ("teacher", "teacher_finetune"),
+               STUDENT: ("carve", "student")}
+# ship's model names -> the demo's, per task.
+SHIP_NAMES = {"teacher": "teacher", "student": STUDENT,
+              "student_qat": f"{STUDENT}_qat"}
 # What the report shows of compress's carving.json.
 CARVING_FACTS = ("heads", "intermediate_size", "low_rank_ranks",
                  "params_encoder", "teacher_params_encoder", "params_share",
@@ -42,19 +44,30 @@ CARVING_FACTS = ("heads", "intermediate_size", "low_rank_ranks",
                  "recovery")
 
 
+def finetuned(out, model, task):
+  """The fine-tuned model directory of a model and task."""
+  ship = Layout(out).ship(task)
+  return ship.path("finetune", "teacher" if model == "teacher"
+                   else "student")
+
+
 def model_dir(out, model):
-  """Where a model's encoder config is before it is fine-tuned: the
-  imported teacher, or the QA student (the one the app ships)."""
-  if model == "teacher":
-    return Layout(out).run("teacher")
-  return Layout(out).student_model("qa")
+  """Where a model's encoder config is: the imported teacher, or the QA
+  student (the one the app ships)."""
+  ship = Layout(out).ship("qa")
+  return ship.imported() if model == "teacher" else ship.carved_model
 
 
 def carving_facts(out, task):
   """What compress kept and measured for a task (None before it ran)."""
-  facts = read_json(os.path.join(Layout(out).student_model(task),
+  facts = read_json(os.path.join(Layout(out).ship(task).carved_model,
                                  "carving.json"))
   return facts and {k: facts.get(k) for k in CARVING_FACTS}
+
+
+def demo_name(ship_name, task):
+  """A ship run's model (student) as the demo names it (carved_qa)."""
+  return task_step(SHIP_NAMES.get(ship_name, ship_name), task)
 
 
 def collect(out):
@@ -70,32 +83,37 @@ def collect(out):
                                     sizes.get("qa_max_seq_length", 128)),
              "tasks": {}, "finetune_loss": {}}
     for task in TASKS:
-      ft = layout.finetuned(task_step(m, task))
+      ft = finetuned(out, m, task)
       entry["tasks"][task] = read_json(os.path.join(ft, "eval_results.json"))
       entry["finetune_loss"][task] = read_scalars(
           os.path.join(ft, "summaries")).get("loss", [])
     if m == STUDENT:
-      entry["carving"] = {task: carving_facts(out, task) for task in TASKS}
+      entry["carving"] = {task: carving_facts(out, task)
+                          for task in TASKS}
     models[m] = entry
-  conversions = {}
-  tflite = layout.path("tflite")
-  for name in sorted(os.listdir(tflite)) if os.path.isdir(tflite) else ():
-    report = read_json(os.path.join(tflite, name, f"{name}_report.json"))
-    if report:
-      conversions[name] = conversion_summary(report)
-  bench_runs, latency = latency_rows(out)
-  app_answers = read_json(layout.path("app_assets", "answers.json"))
-  steps = []
-  for step in plan.get("steps", []):
-    stage = next((k for k, v in plan.get("stages", {}).items()
-                  if step["name"] in v), "")
-    steps.append(dict(step, stage=stage, **read_marker(step["output"])))
+  conversions, latency, bench_runs, steps = {}, [], [], []
+  for task in TASKS:
+    ship = layout.ship(task)
+    for name in SHIP_NAMES:
+      report = read_json(ship.report_json(name))
+      if report:
+        conversions[demo_name(name, task)] = conversion_summary(report)
+    runs, rows = latency_rows(ship.out)
+    bench_runs += runs if task == "qa" else []
+    latency += [dict(r, model=demo_name(r["model"], task)) for r in rows]
+    ship_plan = read_json(ship.plan) or {}
+    steps += [dict(s, stage=task, **read_marker(s["output"]))
+              for s in ship_plan.get("steps", [])]
+  app_answers = read_json(os.path.join(layout.ship("qa").app,
+                                       "answers.json"))
+  spam_app = read_json(os.path.join(layout.ship("spam").app,
+                                    "answers.json")) or {}
   summary = {"plan": {k: plan.get(k) for k in ("scale", "sizes",
                                                STUDENT_RECORD, "phone",
-                                               "no_phone", "vocab_file",
-                                               "task_data")},
+                                               "no_phone", "task_data")},
              "steps": steps, "models": models, "conversions": conversions,
-             "latency": latency, "app": app_answers}
+             "latency": latency, "app": app_answers,
+             "spam_app": spam_app.get("summary")}
   spam = (plan.get("task_data") or {}).get("spam")
   summary["plan"]["spam_dev_rows"] = tsv_rows(spam, "dev") if spam else None
   summary["verdict"] = verdict(summary)
@@ -217,10 +235,10 @@ def teacher_vs_student(summary):
     return ((conv.get(task_step(model, "qa")) or {}).get("modes", {})
             .get("int8") or {}).get(key)
 
-  def latency(model):
+  def latency(model):  # ship times one target at one thread count
     return next((r["latency_ms"] for r in summary["latency"]
-                 if (r["target"], r["model"], r["mode"], r["threads"]) ==
-                 ("host", task_step(model, "qa"), "int8", 1)), None)
+                 if (r["model"], r["mode"]) == (task_step(model, "qa"),
+                                                "int8")), None)
 
   def peak(model):
     peaks = [s.get("peak_memory_mb") for s in summary["steps"]
@@ -237,7 +255,7 @@ def teacher_vs_student(summary):
           "encoder_params": pair(params),
           "qa_f1_int8": pair(int8, "metric"),
           "int8_size_mb": pair(int8, "size_mb"),
-          "int8_ms_1_thread": pair(latency),
+          "int8_ms": pair(latency),
           "peak_memory_mb": pair(peak)}
   for row in rows.values():
     t, s = row["teacher"], row["student"]

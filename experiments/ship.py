@@ -109,14 +109,20 @@ class Options:
   batch_size: int = option(_default("batch_size"), "Training batch size.")
   learning_rate: float = option(_default("learning_rate"), "The student's "
                                 "peak learning rate.")
+  teacher_learning_rate: float = option(
+      _default("teacher_learning_rate"), "The peak learning rate of "
+      "--teacher_finetune_steps.")
   recover_steps: int = option(_default("recover_steps"), "Feature-map "
                               "recovery steps after the carve.")
   calibration_examples: int = option(_default("calibration_examples"),
                                      "Training examples the importances "
                                      "are measured on.")
+  calibration_samples: int = option(_default("calibration_samples"),
+                                    "Examples int8 is calibrated on "
+                                    "(convert_tflite).")
   qat_steps: int = option(_default("qat_steps"), "Quantization-aware "
                           "training steps, when post-training int8 loses "
-                          "more than 1 point.")
+                          "more than 1 point (0: never).")
   num_runs: int = option(_default("num_runs"), "Timed runs per file.")
   app_examples: int = option(_default("app_examples"), "Dev examples asked "
                              "through the twin and the Task Library.")
@@ -202,13 +208,17 @@ def make_plan(options):
     raise ShipError(f"--benchmark_binary {options.benchmark_binary}: no "
                     "such file")
   for name in ("threads", "student_steps", "batch_size", "num_runs",
-               "app_examples", "calibration_examples"):
+               "app_examples", "calibration_examples",
+               "calibration_samples"):
     if getattr(options, name) < 1:
       raise ShipError(f"--{name} {getattr(options, name)}: must be >= 1")
   for name in ("recover_steps", "qat_steps", "teacher_finetune_steps",
                "max_seq_length", "train_max_seq_length"):
     if getattr(options, name) < 0:
       raise ShipError(f"--{name} {getattr(options, name)}: must be >= 0")
+  for name in ("learning_rate", "teacher_learning_rate"):
+    if not getattr(options, name) > 0:
+      raise ShipError(f"--{name} {getattr(options, name)}: must be above 0")
   if not options.memory_budget_gb > 0:
     raise ShipError(f"--memory_budget_gb {options.memory_budget_gb}: give a "
                     "size in GB above 0")
@@ -228,8 +238,10 @@ def make_plan(options):
       teacher_finetune_steps=options.teacher_finetune_steps,
       student_steps=options.student_steps, batch_size=options.batch_size,
       learning_rate=options.learning_rate,
+      teacher_learning_rate=options.teacher_learning_rate,
       recover_steps=options.recover_steps,
       calibration_examples=options.calibration_examples,
+      calibration_samples=options.calibration_samples,
       qat_steps=options.qat_steps, num_runs=options.num_runs,
       app_examples=options.app_examples, search_grid=tuple(grid),
       vocab_file=(os.path.abspath(options.vocab_file) if options.vocab_file
@@ -305,7 +317,7 @@ def run_ship(options, plan, out, force):
   run(build_steps(plan, layout))
   split = read_split(layout)
   run(build_steps(plan, layout, split))
-  qat = bool(needs_qat(layout))
+  qat = plan.qat_steps > 0 and bool(needs_qat(layout))
   if qat:
     run(build_steps(plan, layout, split, qat))
   shipped = better_int8(layout) if qat else "student"
