@@ -28,7 +28,7 @@ from absl import app
 
 from experiments.result_files import (config_params, conversion_summary,
                                       latency_rows, read_json, read_marker)
-from experiments.ship_steps import Layout
+from experiments.ship_steps import QAT_DROP, Layout
 from tfmodels.command_options import define_flags, from_flags, option
 from tfmodels.staging import write_file
 
@@ -219,6 +219,9 @@ def markdown(summary):
          f"{_fmt(s['post_training_int8'])}; the "
          f"{'QAT' if s['qat'] else 'post-training'} file ships.", ""]
         if "qat_int8" in s else []),
+      *([f"Post-training int8 lost {s['float'] - s['int8']:.1f} points; "
+         "quantization-aware training is off (--qat_steps 0).", ""]
+        if _qat_off_and_needed(summary) else []),
       f"Split: {split.get('heads')} heads, FFN "
       f"{split.get('intermediate_size')}, word table "
       f"{'rank ' + str(split['table_rank']) if split.get('table_rank') else 'whole'}"
@@ -268,6 +271,14 @@ def markdown(summary):
     lines.append(f"\nWall time of this run up to its report: "
                  f"{summary['wall_seconds'] / 60:.1f} min.")
   return "\n".join(lines) + "\n"
+
+
+def _qat_off_and_needed(summary):
+  """Did post-training int8 lose more than QAT_DROP points with QAT off?"""
+  s = summary["student"]
+  return (summary["plan"].get("qat_steps") == 0 and
+          None not in (s["float"], s["int8"]) and
+          s["float"] - s["int8"] > QAT_DROP)
 
 
 def _shape(shape):
