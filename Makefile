@@ -58,8 +58,9 @@ test: system-packages $(VENV)/.installed $(TASK_VENV)/.installed
 	$(FAST_MALLOC) $(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder --durations=25
 
 # The main job (issue 10): the whole pipeline end to end on the shipped data,
+# `experiments.ship` once per task from the pretrained MiniLM (issue 40),
 # resumable (a finished step is skipped), report in demo_output/REPORT.md.
-# DEMO_FLAGS passes more, e.g. DEMO_FLAGS="--force convert" or
+# DEMO_FLAGS passes more, e.g. DEMO_FLAGS="--force student,report" or
 # DEMO_FLAGS="--benchmark_binary ~/bin/android_aarch64_benchmark_model".
 DEMO_FLAGS ?=
 demo: system-packages $(VENV)/.installed $(TASK_VENV)/.installed

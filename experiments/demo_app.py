@@ -2,7 +2,7 @@
 
     python -m experiments.demo_app --model pkt_qa_int8.tflite \
         --vocab data/vocab/uncased_vocab.txt --qa_dir data/wordnet_qa \
-        --questions 3 --output_dir demo_output/app_assets
+        --questions 3 --output_dir demo_output/qa/app_assets
 
 Copies the model and vocabulary into --output_dir under the names the app
 reads (qa_model.tflite, vocab.txt; the Gradle build's -PqaModel / -PqaVocab
