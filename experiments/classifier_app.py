@@ -27,6 +27,7 @@ import sys
 
 from absl import app
 
+from experiments.app_checks import check_app_flags
 from experiments.paths import REPO
 from tfmodels.command_options import define_flags, from_flags, option
 from tfmodels.process_lifetime import die_with_parent
@@ -126,23 +127,8 @@ def main(argv):
   if len(argv) > 1:
     sys.exit(f"error: unexpected arguments: {' '.join(argv[1:])}")
   options = from_flags(ClassifierAppOptions)
-  for flag in REQUIRED:  # one line each, where absl's check prints two
-    if not getattr(options, flag):
-      sys.exit(f"error: --{flag} is required")
-  if not os.path.isfile(options.model):
-    sys.exit(f"error: --model {options.model}: no such file")
-  if options.texts < 1:
-    sys.exit("error: --texts must be >= 1")
+  check_app_flags(options, REQUIRED, ("model",), "texts")
   python = options.task_library_python
-  if python and not os.access(python, os.X_OK):
-    sys.exit(f"error: --task_library_python {python}: not an executable "
-             "(make setup makes .venv-task/bin/python)")
-  from experiments.pipeline import check_output_dir
-  from tfmodels.staging import OutputError
-  try:
-    check_output_dir(options.output_dir)
-  except OutputError as e:
-    sys.exit(f"error: {e}")
   from android_bench.classifier_app import Classifier
   from android_bench.qa_app import QaAppError
   from converters.metadata import LABELS_NAME, VOCAB_NAME, associated_file

@@ -24,6 +24,7 @@ import sys
 
 from absl import app
 
+from experiments.app_checks import check_app_flags
 from experiments.paths import REPO
 from tfmodels.command_options import define_flags, from_flags, option
 from tfmodels.data import squad
@@ -152,25 +153,8 @@ def main(argv):
   if len(argv) > 1:
     sys.exit(f"error: unexpected arguments: {' '.join(argv[1:])}")
   options = from_flags(AppOptions)
-  for flag in REQUIRED:  # one line each, where absl's check prints two
-    if not getattr(options, flag):
-      sys.exit(f"error: --{flag} is required")
-  for flag in ("model", "vocab"):
-    path = getattr(options, flag)
-    if path is not None and not os.path.isfile(path):
-      sys.exit(f"error: --{flag} {path}: no such file")
-  if options.questions < 1:
-    sys.exit("error: --questions must be >= 1")
+  check_app_flags(options, REQUIRED, ("model", "vocab"), "questions")
   python = options.task_library_python
-  if python and not os.access(python, os.X_OK):
-    sys.exit(f"error: --task_library_python {python}: not an executable "
-             "(make setup makes .venv-task/bin/python)")
-  from experiments.pipeline import check_output_dir
-  from tfmodels.staging import OutputError
-  try:
-    check_output_dir(options.output_dir)
-  except OutputError as e:
-    sys.exit(f"error: {e}")
   from tfmodels.data.squad_metrics import (exact_match_score, f1_score,
                                            normalize_answer)
   try:

@@ -55,6 +55,7 @@ from absl import app
 
 from experiments import experiment
 from experiments.pipeline import StepError, run_steps, sole_writer
+from experiments.split_budget import BUDGET_FLAGS, budget_of
 from experiments.ship_steps import (APP_LENGTH, DEFAULT_APP_LENGTH, Layout,
                                     STEP_NAMES, Plan, ShipError, better_int8,
                                     build_steps, needs_qat, read_split)
@@ -183,19 +184,11 @@ def detect_task(teacher, data_dir):
 
 def make_plan(options):
   """Plan of the flags, checked (one line naming the flag) before work."""
-  budget = {"target_latency_ms": options.target_latency_ms,
-            "target_latency_share": options.target_latency_share,
-            "target_params": options.target_params,
-            "target_mb": options.target_mb}
-  if any(v < 0 for v in budget.values()):
-    raise ShipError("a budget must be >= 0")
-  if not any(budget.values()):
-    raise ShipError("give a budget: --target_latency_ms, "
-                    "--target_latency_share, --target_params or --target_mb")
-  for name in ("target_params", "target_latency_share"):
-    if getattr(options, name) >= 1:
-      raise ShipError(f"--{name} {getattr(options, name)}: a share of the "
-                      "teacher's, below 1")
+  budget = {n: getattr(options, n) for n in BUDGET_FLAGS}
+  try:
+    budget_of(budget)
+  except ValueError as e:
+    raise ShipError(str(e)) from None
   for name in ("teacher", "data_dir"):
     if not os.path.exists(getattr(options, name)):
       raise ShipError(f"--{name} {getattr(options, name)}: no such file or "

@@ -39,6 +39,7 @@ import sys
 from absl import app, flags
 import numpy as np
 
+from experiments.split_budget import BUDGET_FLAGS, Budget, budget_of
 from tfmodels.command_options import define_flags, from_flags, option
 from tfmodels.compression.carve import CarveSpec, carved_config
 from tfmodels.flag_checks import refuse_nonfinite_floats
@@ -112,47 +113,6 @@ class Row:
 
 class BudgetError(ValueError):
   """No candidate meets the budget; the message names the fastest."""
-
-
-@dataclasses.dataclass(frozen=True)
-class Budget:
-  """At most this latency, share of the teacher's encoder parameters, int8
-  file size, or share of the teacher's own int8 time (`teacher_ms`, set
-  once measured: `with_teacher`) (None: no bound of that kind)."""
-  latency_ms: float | None = None
-  params_share: float | None = None
-  int8_mb: float | None = None
-  latency_share: float | None = None
-  teacher_ms: float | None = None
-
-  def with_teacher(self, teacher_ms):
-    return dataclasses.replace(self, teacher_ms=teacher_ms)
-
-  def max_latency_ms(self):
-    """The tightest time bound, or None."""
-    bounds = [self.latency_ms] if self.latency_ms else []
-    if self.latency_share and self.teacher_ms:
-      bounds.append(self.latency_share * self.teacher_ms)
-    return min(bounds) if bounds else None
-
-  def describe(self):
-    share = (f"{self.latency_share:g} of the teacher's int8 time"
-             + (f" ({self.teacher_ms:.2f} ms: "
-                f"{self.latency_share * self.teacher_ms:.2f} ms)"
-                if self.teacher_ms else "")
-             if self.latency_share else None)
-    parts = [f"{self.latency_ms:g} ms" if self.latency_ms else None, share,
-             f"{self.params_share:g} of the teacher's parameters"
-             if self.params_share else None,
-             f"{self.int8_mb:g} MB" if self.int8_mb else None]
-    return " and ".join(p for p in parts if p) or "no bound"
-
-  def admits(self, row, teacher_params):
-    latency = self.max_latency_ms()
-    return ((latency is None or row.latency_ms <= latency)
-            and (self.params_share is None
-                 or row.params <= self.params_share * teacher_params)
-            and (self.int8_mb is None or row.int8_mb <= self.int8_mb))
 
 
 def choose(rows, budget, teacher_params):
@@ -459,21 +419,10 @@ class SearchOptions:
 
 def _budget(options):
   """The Budget of the flags, or SystemExit naming the bad flag."""
-  for name in ("target_latency_ms", "target_latency_share", "target_params",
-               "target_mb"):
-    if getattr(options, name) < 0:
-      sys.exit(f"error: --{name} {getattr(options, name)}: must be >= 0")
-  for name in ("target_params", "target_latency_share"):
-    if getattr(options, name) >= 1:
-      sys.exit(f"error: --{name} {getattr(options, name)}: a share of the "
-               "teacher's, below 1")
-  budget = Budget(options.target_latency_ms or None,
-                  options.target_params or None, options.target_mb or None,
-                  options.target_latency_share or None)
-  if budget == Budget():
-    sys.exit("error: give a budget: --target_latency_ms, "
-             "--target_latency_share, --target_params or --target_mb")
-  return budget
+  try:
+    return budget_of({n: getattr(options, n) for n in BUDGET_FLAGS})
+  except ValueError as e:
+    sys.exit(f"error: {e}")
 
 
 def _grid(options, config):

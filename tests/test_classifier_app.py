@@ -167,3 +167,34 @@ def test_a_file_that_is_no_model_is_refused_in_one_line(converted, tmp_path):
   assert len(errors) == 1 and errors[0].startswith(
       f"error: --model {bad}: cannot load the model (")
   assert not out.exists()
+
+
+def test_the_app_commands_refuse_bad_flags_in_one_line(tmp_path):
+  """demo_app and classifier_app share their flag checks: each refusal is
+  one line naming the flag, before anything is written."""
+  from types import SimpleNamespace
+  from experiments.app_checks import check_app_flags
+  model = tmp_path / "model.tflite"
+  model.write_bytes(b"x")
+  a_file = tmp_path / "a_file"
+  a_file.write_text("")
+
+  def refusal(**changes):
+    options = SimpleNamespace(**{
+        "model": str(model), "data_dir": str(tmp_path), "texts": 2,
+        "task_library_python": None,
+        "output_dir": str(tmp_path / "out"), **changes})
+    with pytest.raises(SystemExit) as e:
+      check_app_flags(options, ("model", "data_dir"), ("model",), "texts")
+    return str(e.value)
+
+  assert refusal(data_dir=None) == "error: --data_dir is required"
+  assert refusal(model=str(tmp_path / "no.tflite")) == (
+      f"error: --model {tmp_path}/no.tflite: no such file")
+  assert refusal(texts=0) == "error: --texts must be >= 1"
+  assert refusal(task_library_python=str(a_file)) == (
+      f"error: --task_library_python {a_file}: not an executable (make "
+      "setup makes .venv-task/bin/python)")
+  assert refusal(output_dir=str(a_file)).startswith(
+      f"error: --output_dir {a_file}")
+  assert not (tmp_path / "out").exists()

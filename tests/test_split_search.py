@@ -12,8 +12,9 @@ import sys
 import numpy as np
 import pytest
 
-from experiments.split_search import (Budget, BudgetError, Candidate, Device,
-                                     Row, SearchOptions, attach, candidates,
+from experiments.split_budget import Budget
+from experiments.split_search import (BudgetError, Candidate, Device, Row,
+                                     SearchOptions, attach, candidates,
                                      carved, choose, measure, search,
                                      shape_key, shipped)
 from tfmodels.checkpoints.model_dir import Head

@@ -1,0 +1,75 @@
+"""The budget a carved student must meet (issue 40): at most a latency, a
+share of the teacher's own int8 time, a share of its encoder parameters,
+an int8 file size. `split_search` chooses against it; `ship` checks its
+flags with `budget_of` before any work (this module loads no TensorFlow,
+so a bad flag is refused at once).
+"""
+
+import dataclasses
+
+
+@dataclasses.dataclass(frozen=True)
+class Budget:
+  """At most this latency, share of the teacher's encoder parameters, int8
+  file size, or share of the teacher's own int8 time (`teacher_ms`, set
+  once measured: `with_teacher`) (None: no bound of that kind)."""
+  latency_ms: float | None = None
+  params_share: float | None = None
+  int8_mb: float | None = None
+  latency_share: float | None = None
+  teacher_ms: float | None = None
+
+  def with_teacher(self, teacher_ms):
+    return dataclasses.replace(self, teacher_ms=teacher_ms)
+
+  def max_latency_ms(self):
+    """The tightest time bound, or None."""
+    bounds = [self.latency_ms] if self.latency_ms else []
+    if self.latency_share and self.teacher_ms:
+      bounds.append(self.latency_share * self.teacher_ms)
+    return min(bounds) if bounds else None
+
+  def describe(self):
+    share = (f"{self.latency_share:g} of the teacher's int8 time"
+             + (f" ({self.teacher_ms:.2f} ms: "
+                f"{self.latency_share * self.teacher_ms:.2f} ms)"
+                if self.teacher_ms else "")
+             if self.latency_share else None)
+    parts = [f"{self.latency_ms:g} ms" if self.latency_ms else None, share,
+             f"{self.params_share:g} of the teacher's parameters"
+             if self.params_share else None,
+             f"{self.int8_mb:g} MB" if self.int8_mb else None]
+    return " and ".join(p for p in parts if p) or "no bound"
+
+  def admits(self, row, teacher_params):
+    latency = self.max_latency_ms()
+    return ((latency is None or row.latency_ms <= latency)
+            and (self.params_share is None
+                 or row.params <= self.params_share * teacher_params)
+            and (self.int8_mb is None or row.int8_mb <= self.int8_mb))
+
+
+# The budget flags of the search and of `ship` (0: no bound of that kind).
+BUDGET_FLAGS = ("target_latency_ms", "target_latency_share", "target_params",
+                "target_mb")
+
+
+def budget_of(values):
+  """The Budget of {budget flag: value}, or ValueError (one line naming
+  the flag)."""
+  for name in BUDGET_FLAGS:
+    if values[name] < 0:
+      raise ValueError(f"--{name} {values[name]}: must be >= 0")
+  for name in ("target_params", "target_latency_share"):
+    if values[name] >= 1:
+      raise ValueError(f"--{name} {values[name]}: a share of the "
+                       "teacher's, below 1")
+  budget = Budget(values["target_latency_ms"] or None,
+                  values["target_params"] or None,
+                  values["target_mb"] or None,
+                  values["target_latency_share"] or None)
+  if budget == Budget():
+    raise ValueError("give a budget: --target_latency_ms, "
+                     "--target_latency_share, --target_params or "
+                     "--target_mb")
+  return budget
