@@ -25,8 +25,8 @@ The log prints every command (ship prints each of its own), so any step
 can be re-run by hand. A ship run skips its finished steps on the next run;
 deleting a step's output directory re-runs it and the steps that read it;
 `--force` re-runs ship's steps by name in both runs. Inside a ship run,
-steps whose inputs are ready run two at a time (`--jobs`) while their
-peaks fit in `--memory_budget_gb`; the two runs go one after the other, so
+steps whose inputs are ready run two at a time (`--jobs`) while what the
+running ones hold fits in `--memory_budget_gb`; the two runs go one after the other, so
 each one's latency is timed on a quiet machine. `--tiny` is the same chain
 with a few steps each on slices of the data (the test), numbers
 meaningless.

@@ -55,10 +55,10 @@ from absl import app
 
 from experiments import experiment
 from experiments.pipeline import StepError, run_steps, sole_writer
-from experiments.split_budget import BUDGET_FLAGS, budget_of
 from experiments.ship_steps import (APP_LENGTH, DEFAULT_APP_LENGTH, Layout,
                                     STEP_NAMES, Plan, ShipError, better_int8,
                                     build_steps, needs_qat, read_split)
+from experiments.split_budget import BUDGET_FLAGS, budget_of
 from tfmodels.command_options import define_flags, from_flags, option
 from tfmodels.flag_checks import refuse_nonfinite_floats
 from tfmodels.sigterm import exit_on_sigterm
