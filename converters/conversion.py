@@ -3,7 +3,8 @@ ours goes through, whether an app team converts it (convert_tflite.py, which
 then checks, validates and writes them) or the latency benchmark times it.
 
   fold NoNorms into their neighbours (exact; nonorm_folding.py)
-  -> fixed [1, L] SavedModel in the app contract (export.py)
+  -> [1, L] SavedModel in the app contract (export.py; with
+     dynamic_length [1, any length], the file's default shape [1, L])
   -> one TFLite conversion per mode, int8 recipe included (quantize.py)
   -> tensors renamed to their signature names (tflite_file.py), so apps and
      benchmark_model's name,low,high:... flags find them either way
@@ -57,7 +58,7 @@ def _features(representative):
 def convert_model(model, head, seq_length, modes, representative=None, *,
                   config=None, fold_nonorm=True, strict_int8=False,
                   allow_select_tf_ops=False, int8_recipe="xnnpack",
-                  log=lambda message: None):
+                  dynamic_length=False, log=lambda message: None):
   """Converts `model` once per entry of `modes`.
 
   Args:
@@ -69,8 +70,8 @@ def convert_model(model, head, seq_length, modes, representative=None, *,
     representative: calibration dataset (representative.calibration_dataset)
       for the integer modes.
     config: the model's ModelConfig; without it nothing is folded.
-    fold_nonorm, strict_int8, allow_select_tf_ops, int8_recipe: as
-      convert_tflite's flags of the same names.
+    fold_nonorm, strict_int8, allow_select_tf_ops, int8_recipe,
+      dynamic_length: as convert_tflite's flags of the same names.
     log: called with a progress line per stage.
 
   Returns:
@@ -92,8 +93,10 @@ def convert_model(model, head, seq_length, modes, representative=None, *,
   files = {}
   with scratch_directory(SCRATCH_PREFIX) as scratch:
     saved_model = os.path.join(scratch, "saved_model")
-    log(f"exporting a fixed [1, {seq_length}] SavedModel")
-    export.export_saved_model(model, head, seq_length, saved_model)
+    log(f"exporting a [1, {'any length' if dynamic_length else seq_length}]"
+        " SavedModel")
+    export.export_saved_model(model, head, seq_length, saved_model,
+                              dynamic_length)
     for label in modes:
       mode, recipe = quantize.parse_mode_label(label)
       if label == mode:
@@ -104,6 +107,7 @@ def convert_model(model, head, seq_length, modes, representative=None, *,
           representative if quantize.calibrated(label) else None,
           strict_int8, allow_select_tf_ops, recipe)
       data = tflite_file.rewrite(
-          data, tensor_names=tflite_file.signature_tensor_names(data))
+          data, tensor_names=tflite_file.signature_tensor_names(data),
+          default_length=seq_length if dynamic_length else None)
       files[label] = (data, facts)
   return Converted(files, folding)

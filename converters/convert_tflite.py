@@ -65,6 +65,12 @@ class ConvertOptions:
   max_seq_length: int | None = option(
       None, "L of the [1, L] inputs (default: task.json's, else "
       f"{QA_MAX_SEQ_LENGTH} for QA, 128 otherwise).")
+  dynamic_length: bool = option(
+      False, "Inputs of any length up to the model's positions (shape "
+      "signature [1, -1]) with [1, --max_seq_length] as the default shape; "
+      "LiteRT runs them at any length, the Task Library 0.4.4 does not yet "
+      "answer as with a fixed file (BUILD_NOTES, \"A dynamic sequence "
+      "length\").")
   vocab_file: str | None = option(
       None, "WordPiece vocab.txt (default: task.json's, else "
       "data/vocab/uncased_vocab.txt); refused unless it is the vocabulary "
@@ -316,6 +322,9 @@ class Reference:
   nonorm_folding: dict | None = None  # what --fold_nonorm did
   qat: object = None  # qat.QuantizationAware, Plan.qat_modes come from it
   qat_facts: dict | None = None  # what --qat_steps did
+  # (inputs cut to validate.shorter_length, the Keras outputs on them), or
+  # None: a dynamic-length file is validated there too
+  shorter: tuple | None = None
 
 
 def load_reference(options, p):
@@ -342,7 +351,7 @@ def load_reference(options, p):
     calibration = task.features("train")
   real = task.features(options.eval_split) if task else calibration
   inputs = validate.contract_inputs(real, slice(0, options.num_compare))
-  outputs = _keras_outputs(src.model, src.head, inputs)
+  outputs = _keras_outputs(src.model, src.head, inputs)  # labels' count
   metrics = None
   if task:
     _progress(f"scoring the Keras model on {options.eval_split}")
@@ -360,7 +369,19 @@ def load_reference(options, p):
       labels = list(options.class_names)
   if "intent_probability" in outputs and task is not None:
     labels = {"intent_probability": task.intents, "slot_logits": task.tags}
-  return Reference(src, task, calibration, inputs, outputs, metrics, labels)
+  ref = Reference(src, task, calibration, inputs, outputs, metrics, labels)
+  _judge_by(ref, src.model, options.dynamic_length)
+  return ref
+
+
+def _judge_by(ref, model, dynamic_length):
+  """ref.outputs (and ref.shorter) from `model` on ref.inputs."""
+  from converters import validate
+  ref.outputs = _keras_outputs(model, ref.source.head, ref.inputs)
+  length = validate.shorter_length(ref.inputs["ids"].shape[1])
+  if dynamic_length and length:
+    cut = validate.cut_inputs(ref.inputs, length)
+    ref.shorter = (cut, _keras_outputs(model, ref.source.head, cut))
 
 
 def _keras_outputs(model, head, inputs):
@@ -424,7 +445,7 @@ def substitute_reference(options, p, ref):
                          for stage, m in stages.items()}
   p.config = config
   ref.source = dataclasses.replace(ref.source, model=student, config=config)
-  ref.outputs = _keras_outputs(student, ref.source.head, ref.inputs)
+  _judge_by(ref, student, options.dynamic_length)
   ref.metrics = stages.get("recovered", stages.get("substituted",
                                                    ref.metrics))
   ref.substitution = facts
@@ -474,7 +495,8 @@ def convert_modes(options, p, ref):
       ref.calibration, options.num_calibration_samples)
   settings = dict(strict_int8=options.strict_int8,
                   allow_select_tf_ops=options.allow_select_tf_ops,
-                  int8_recipe=options.int8_recipe, log=_progress)
+                  int8_recipe=options.int8_recipe,
+                  dynamic_length=options.dynamic_length, log=_progress)
   from_qat = p.qat_modes if ref.qat else []
   files = {}
   if len(from_qat) < len(p.modes):
@@ -503,7 +525,7 @@ def convert_modes(options, p, ref):
                              ref.labels, description=f"{p.name} ({mode})")
     result_of_mode = validate.measure_mode(
         data, ref.outputs, ref.inputs, ref.task, options.eval_split,
-        options.num_threads)
+        options.num_threads, ref.shorter)
     result_of_mode.update(file=p.files[mode][0], contract=facts)
     converted[mode] = (data, result_of_mode)
   return converted
@@ -521,6 +543,7 @@ def write_outputs(options, p, ref, converted, out):
            "num_calibration_samples": options.num_calibration_samples,
            "strict_int8": options.strict_int8,
            "int8_recipe": options.int8_recipe,
+           "dynamic_length": options.dynamic_length,
            "substitution": ref.substitution,
            "nonorm_folding": ref.nonorm_folding,
            "qat": ref.qat_facts,

@@ -1,8 +1,11 @@
-"""Fixed-shape export: any of our models as a [1, L] SavedModel in the contract.
+"""Export: any of our models as a SavedModel in the contract, over [1, L]
+inputs or, with `dynamic_length`, [1, any length].
 
-The TFLite converter needs static shapes, and apps need the contract's names,
-so the model is wrapped in a tf.function over int32 [1, L] inputs named `ids`,
-`mask`, `segment_ids` whose outputs are the contract's (see contract.py).
+Apps need the contract's names, so the model is wrapped in a tf.function
+over int32 inputs named `ids`, `mask`, `segment_ids` whose outputs are the
+contract's (see contract.py). A dynamic length becomes a TFLite shape
+signature [1, -1] (conversion.py then gives the file the default shape
+[1, L], the length apps that do not resize, like the Task Library, feed).
 The same `contract_outputs` maps the Keras model's outputs for validation,
 so Keras and TFLite are compared on identical terms.
 
@@ -59,8 +62,8 @@ def features_of(contract_inputs):
   return {INPUT_FEATURES[k]: v for k, v in contract_inputs.items()}
 
 
-class _FixedShape(tf.Module):
-  """The contract signature over `model` at sequence length L.
+class _ContractModule(tf.Module):
+  """The contract signature over `model` at sequence length L (None: any).
 
   The module tracks the model's variables, not the model: saving a Keras
   model also traces every layer's call for Keras' own SavedModel metadata,
@@ -87,22 +90,26 @@ class _FixedShape(tf.Module):
         for name in INPUT_FEATURES])
 
 
-def export_saved_model(model, head, seq_length, directory):
-  """Writes the fixed-shape SavedModel to `directory`.
+def export_saved_model(model, head, seq_length, directory,
+                       dynamic_length=False):
+  """Writes the SavedModel to `directory`.
 
   Args:
     model: callable(our feature dict, training=False) -> our output dict.
     head: "span", "classifier", "tagger", "intent_slot" or "encoder".
     seq_length: int, L.
     directory: str, must not exist yet.
+    dynamic_length: inputs [1, any length].
 
   Raises:
     ValueError: the model cannot take [1, L] inputs (the message says why).
   """
-  module = _FixedShape(model, head, seq_length)
+  module = _ContractModule(model, head,
+                           None if dynamic_length else seq_length)
   try:
     concrete = module.serve.get_concrete_function()
   except (ValueError, TypeError, tf.errors.OpError) as e:
-    raise ValueError(f"the model cannot take [1, {seq_length}] inputs: "
+    length = "any length" if dynamic_length else seq_length
+    raise ValueError(f"the model cannot take [1, {length}] inputs: "
                      f"{str(e).splitlines()[0][:200]}") from None
   tf.saved_model.save(module, directory, signatures={SIGNATURE_KEY: concrete})

@@ -61,6 +61,7 @@ import tf_keras as keras
 
 from converters.quantize import INT8_RECIPES
 from tfmodels.layers.attention import MultiHeadAttention
+from tfmodels.layers.dense import dense_product
 from tfmodels.layers.normalization import NoNorm
 
 
@@ -213,7 +214,7 @@ class QuantizationAware(tf.Module):
       x = inputs(x, self.mode)
       w = layer.kernel if self.mode == "calibrate" else rounded_kernel(
           layer.kernel)
-      y = tf.tensordot(x, w, [[x.shape.rank - 1], [0]])
+      y = dense_product(x, w)  # one FULLY_CONNECTED at any length
       if layer.use_bias:
         y = tf.nn.bias_add(y, layer.bias)
       if matmul is not None:

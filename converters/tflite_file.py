@@ -116,6 +116,18 @@ def io_tensor_names(data, subgraph=0):
           [name(t) for t in graph.OutputsAsNumpy()])
 
 
+def shape_signatures(data, subgraph=0):
+  """{input / output tensor name: its shape signature (-1: dynamic)}."""
+  graph = read_model(data).Subgraphs(subgraph)
+  out = {}
+  for t in list(graph.InputsAsNumpy()) + list(graph.OutputsAsNumpy()):
+    tensor = graph.Tensors(t)
+    signature = (tensor.ShapeSignatureAsNumpy()
+                 if tensor.ShapeSignatureLength() else tensor.ShapeAsNumpy())
+    out[tensor.Name().decode()] = [int(d) for d in signature]
+  return out
+
+
 def signature_tensor_names(data, key="serving_default"):
   """{tensor index: signature name} for the inputs and outputs of `key`."""
   sig = signatures(data)[key]
@@ -139,19 +151,31 @@ def _text(value):
   return value.decode() if isinstance(value, bytes) else value
 
 
-def rewrite(data, tensor_names=None, metadata=None, subgraph=0):
+def rewrite(data, tensor_names=None, metadata=None, subgraph=0,
+            default_length=None):
   """The model with tensors renamed and metadata entries added or replaced.
 
   Args:
     data: bytes of a .tflite file (no appended zip: it would be dropped).
     tensor_names: {tensor index: new name} in `subgraph`.
     metadata: {entry name: bytes}, e.g. {"TFLITE_METADATA": ...}.
+    default_length: L for the dynamic dimension (-1 in the shape signature)
+      of the subgraph's inputs and outputs: their default shape, the one an
+      interpreter allocates until it is resized (the converter writes 1).
   """
   read_model(data)  # validates the identifier
   model = schema.ModelT.InitFromPackedBuf(bytearray(data), 0)
-  tensors = model.subgraphs[subgraph].tensors
+  graph = model.subgraphs[subgraph]
+  tensors = graph.tensors
   for index, name in (tensor_names or {}).items():
     tensors[index].name = name
+  if default_length:
+    for index in list(graph.inputs) + list(graph.outputs):
+      tensor = tensors[index]
+      if tensor.shapeSignature is not None and -1 in list(
+          tensor.shapeSignature):
+        tensor.shape = np.array([default_length if d == -1 else d
+                                 for d in tensor.shapeSignature], np.int32)
   metadata = metadata or {}
   model.metadata = [m for m in model.metadata or []
                     if _text(m.name) not in metadata]

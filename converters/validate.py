@@ -55,6 +55,22 @@ def differences(reference, converted):
                                      for d in per_output.values()]))}
 
 
+# A file with a dynamic length is also validated at a second, shorter
+# length: half its default, rounded down to a multiple of this many tokens.
+LENGTH_STEP = 32
+
+
+def shorter_length(full):
+  """The second length a dynamic file is validated at, or None."""
+  length = full // 2 // LENGTH_STEP * LENGTH_STEP
+  return length if length >= LENGTH_STEP else None
+
+
+def cut_inputs(inputs, length):
+  """The examples cut to their first `length` tokens (mask included)."""
+  return {k: np.asarray(v)[:, :length] for k, v in inputs.items()}
+
+
 # Contract outputs that come back under our models' names: probabilities as
 # log-probabilities (same argmax), a regression's score as it is.
 _OUR_NAMES = {"probability": "logits", "score": "logits",
@@ -87,7 +103,7 @@ class TaskModel:
 
 
 def measure_mode(data, reference, inputs, task=None, split="dev",
-                 num_threads=2):
+                 num_threads=2, shorter=None):
   """Everything the report says about one converted model.
 
   Args:
@@ -96,6 +112,8 @@ def measure_mode(data, reference, inputs, task=None, split="dev",
     inputs: {ids, mask, segment_ids} [N, L] real examples.
     task: a tfmodels.training.tasks task, or None (no metric).
     split: the split the task scores.
+    shorter: (inputs cut to a shorter length, the Keras model's outputs on
+      them), compared when the file's length is dynamic.
 
   Returns:
     dict with size_bytes, ops, float_ops, and (when LiteRT runs it on the
@@ -111,6 +129,12 @@ def measure_mode(data, reference, inputs, task=None, split="dev",
   model = runtime.LiteRTModel(data, num_threads)
   result["xnnpack"] = model.xnnpack_coverage()
   result["difference"] = differences(reference, model.run_batch(inputs))
+  signature = tflite_file.shape_signatures(data).get("ids")
+  if shorter and signature and signature[-1] == -1:
+    short_inputs, short_reference = shorter
+    result["shorter_length"] = dict(
+        differences(short_reference, model.run_batch(short_inputs)),
+        length=int(short_inputs["ids"].shape[1]))
   if task is not None:
     result["metrics"] = task.evaluate(TaskModel(model), split)
   return result
@@ -140,11 +164,14 @@ def build_report(facts, keras_metrics, modes, max_float_diff=None,
       if max_metric_drop is not None or not result["select_tf_ops"]:
         failures.append(f"{mode}: {result['not_runnable']}")
       continue
-    if (mode == "float32" and max_float_diff is not None
-        and result["difference"]["max_abs"] > max_float_diff):
-      failures.append(f"float32: max |TFLite - Keras| "
-                      f"{result['difference']['max_abs']:.3g} > "
-                      f"--max_float_diff {max_float_diff:g}")
+    short = result.get("shorter_length") or {}
+    for diff, where in ((result["difference"]["max_abs"], ""),
+                        (short.get("max_abs"),
+                         f" at L = {short.get('length')}")):
+      if (mode == "float32" and max_float_diff is not None
+          and diff is not None and diff > max_float_diff):
+        failures.append(f"float32: max |TFLite - Keras|{where} {diff:.3g} "
+                        f"> --max_float_diff {max_float_diff:g}")
     if keras_score and "metrics" in result:
       name, points = headline(result["metrics"])
       result["metric"] = {"name": name, "points": points,
@@ -254,6 +281,11 @@ def markdown(report):
     if r.get("xnnpack"):
       lines.append("- not taken by XNNPACK: "
                    f"{_histogram(r['xnnpack']['not_delegated'])}")
+    short = r.get("shorter_length")
+    if short:
+      lines.append(f"- at L = {short['length']} too (the file takes any "
+                   f"length): max abs diff vs Keras {short['max_abs']:.2e}, "
+                   f"mean {short['mean_abs']:.2e}")
     if r.get("select_tf_ops"):
       lines.append(f"- select TF ops: {', '.join(r['select_tf_ops'])}")
     if r.get("metrics"):

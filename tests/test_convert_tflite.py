@@ -27,7 +27,8 @@ def converted(tmp_path_factory):
   result = tiny_models.run_converter(
       "--model_dir", run_dir, "--data_dir", tiny_models.qa_data(base),
       "--output_dir", out, "--modes", "all", "--name", "qa",
-      "--num_calibration_samples", 32, "--max_metric_drop", 50)
+      "--num_calibration_samples", 32, "--max_metric_drop", 50,
+      "--dynamic_length")
   assert result.returncode == 0, result.stderr[-3000:]
   report = json.loads((out / "qa_report.json").read_text())
   return run_dir, out, report
@@ -59,9 +60,14 @@ def test_every_mode_converts_with_contract_and_metric(converted):
     assert sum(cover["not_delegated"].values()) == (
         cover["total_nodes"] - cover["delegated_nodes"])
   # XNNPACK runs float and int8 graphs, not int16 activations.
+  # The float graph is one XNNPACK partition; what stays out is the input
+  # prelude (the embedding lookups, the mask cast, the length read for the
+  # position table) and the head's output slices.
   coverage = {m: report["modes"][m]["xnnpack"] for m in MODES}
-  assert coverage["float32"]["delegated_nodes"] >= (
-      0.9 * coverage["float32"]["total_nodes"])
+  assert coverage["float32"]["partitions"] == 1
+  for mode in ("float32", "int8"):
+    assert set(coverage[mode]["not_delegated"]) <= {
+        "CAST", "GATHER", "STRIDED_SLICE", "SHAPE", "PACK"}, coverage[mode]
   assert coverage["int8"]["delegated_nodes"] > 0
   assert coverage["int16x8"]["delegated_nodes"] == 0
   float32 = report["modes"]["float32"]
@@ -70,19 +76,34 @@ def test_every_mode_converts_with_contract_and_metric(converted):
   assert report["nonorm_folding"]["folded"] > 0
   assert float32["difference"]["max_abs"] <= 1e-4
   assert float32["metric"]["points"] == pytest.approx(keras_f1, abs=1e-9)
-  # Every float32 op computes in float. int8 (the default xnnpack recipe)
-  # keeps every matmul integer; only islands XNNPACK has no int8 kernel
-  # for stay float.
-  assert float32["float_ops"] == float32["ops"]
+  # Every float32 op computes in float but the input length's read. int8
+  # (the default xnnpack recipe) keeps every matmul integer; only islands
+  # XNNPACK has no int8 kernel for stay float, and the position table's
+  # cut to the input's length.
+  integer = {k: v - float32["float_ops"].get(k, 0)
+             for k, v in float32["ops"].items()}
+  assert {k for k, v in integer.items() if v} <= {
+      "SHAPE", "PACK", "STRIDED_SLICE"}  # the length read, in int32
   int8 = report["modes"]["int8"]
   assert report["int8_recipe"] == "xnnpack"
   assert set(int8["float_ops"]) <= {
       "CAST", "DEQUANTIZE", "QUANTIZE", "SOFTMAX", "MUL", "ADD", "SUB",
-      "MEAN", "SQUARED_DIFFERENCE", "RSQRT", "GELU"}, int8["float_ops"]
-  # Left out of XNNPACK: only the integer embedding lookups, the mask cast
-  # and the head's output slices, never a matmul, softmax or norm.
-  assert set(int8["xnnpack"]["not_delegated"]) <= {
-      "CAST", "GATHER", "STRIDED_SLICE"}, int8["xnnpack"]
+      "MEAN", "SQUARED_DIFFERENCE", "RSQRT", "GELU", "STRIDED_SLICE"
+  }, int8["float_ops"]
+  # The length is dynamic (signature [1, -1], default [1, 64]): every mode
+  # is validated at L = 32 too, against Keras at 32.
+  from converters import tflite_file
+  assert report["dynamic_length"] is True
+  for mode in MODES:
+    signatures = tflite_file.shape_signatures(
+        (out / f"qa_{mode}.tflite").read_bytes())
+    assert signatures["ids"] == signatures["start_logits"] == [1, -1]
+    assert report["modes"][mode]["shorter_length"]["length"] == 32
+  assert float32["shorter_length"]["max_abs"] <= 1e-4
+  int8_error = report["modes"]["int8"]["difference"]["mean_abs"]
+  assert report["modes"]["int8"]["shorter_length"]["mean_abs"] < (
+      2 * int8_error)  # the int8 recipe holds at the shorter length
+  assert "- at L = 32 too" in (out / "qa_report.md").read_text()
   sizes = {m: report["modes"][m]["size_bytes"] for m in MODES}
   assert sizes["int8"] < sizes["float16"] < sizes["float32"]
   assert sizes["dynamic"] < sizes["float16"]

@@ -91,6 +91,8 @@ _MASK = lambda: tf.constant([[[[1.0, 1.0, 1.0, 0.0]]]])
 
 CASES = {
     "tfmodels>NoNorm": Case({}, lambda: (_x(2, 3, 8),)),
+    "tfmodels>Dense": Case(dict(units=6, activation="relu"),
+                           lambda: (_x(2, 3, 8),)),
     "tfmodels>LowRankDense": Case(
         dict(units=6, rank=2, activation="relu", initializer_range=0.5),
         lambda: (_x(2, 8),)),

@@ -120,3 +120,42 @@ def test_attention_mask_is_bounded_and_hides_padding_exactly():
   assert scores.shape == (1, 2, 4, 4)
   np.testing.assert_array_equal(scores[..., 3], -120.0)   # bounded, not -1e9
   assert np.all(tf.nn.softmax(scores)[..., 3].numpy() == 0.0)
+
+
+def test_dense_at_an_unknown_length_is_one_fully_connected():
+  """A dynamic-length export: our Dense gives Keras' numbers and converts
+  to one FULLY_CONNECTED, where Keras' tensordot adds shape arithmetic
+  XNNPACK refuses (BUILD_NOTES, "A dynamic sequence length")."""
+  from converters import tflite_file
+  from tfmodels.layers.dense import Dense
+  layer = Dense(4, activation="relu")
+  x = tf.random.stateless_normal([1, 5, 8], seed=[1, 2])
+  known = layer(x)  # every dimension known: Keras' own path
+  any_length = tf.function(layer, input_signature=[
+      tf.TensorSpec([1, None, 8], tf.float32)])
+  np.testing.assert_allclose(any_length(x), known, atol=1e-6)
+  keras_dense = keras.layers.Dense(4, activation="relu")
+  keras_dense(x)
+  histograms = {}
+  for name, fn in (("ours", layer), ("keras", keras_dense)):
+    f = tf.function(fn, input_signature=[
+        tf.TensorSpec([1, None, 8], tf.float32)])
+    data = tf.lite.TFLiteConverter.from_concrete_functions(
+        [f.get_concrete_function()], fn).convert()
+    histograms[name] = tflite_file.op_histogram(data)
+  assert histograms["ours"] == {"FULLY_CONNECTED": 1}
+  assert "REDUCE_PROD" in histograms["keras"]  # what it replaces
+
+
+def test_attention_reshapes_need_no_shape_at_an_unknown_length():
+  from tfmodels.layers.attention import reshape_dims
+  assert reshape_dims(tf.zeros([2, 3, 8]), 2) == [2, 3]
+  spec = tf.TensorSpec([1, None, 8], tf.float32)
+  seen = {}
+
+  @tf.function(input_signature=[spec])
+  def dims(t):
+    seen["dims"] = reshape_dims(t, 2)
+    return t
+  dims.get_concrete_function()
+  assert seen["dims"] == [1, -1]

@@ -14,6 +14,7 @@ import tf_keras as keras
 
 from tfmodels.configs import ModelConfig
 from tfmodels.layers.activations import get_activation
+from tfmodels.layers.dense import Dense
 from tfmodels.layers.embeddings import embedding_layout
 
 
@@ -52,7 +53,7 @@ class MaskedLMHead(keras.layers.Layer):
     self.embeddings = embeddings
     _, albert_style, _ = embedding_layout(c)
     self.width = c.embedding_size if albert_style else c.hidden_size
-    self.dense = keras.layers.Dense(self.width, kernel_initializer=_init(c),
+    self.dense = Dense(self.width, kernel_initializer=_init(c),
                                     name="transform")
     self.activation = get_activation(c.hidden_act)
     self.norm = keras.layers.LayerNormalization(epsilon=c.mlm_layer_norm_eps
@@ -134,7 +135,7 @@ class ClassificationHead(keras.layers.Layer):
     self.dropout_rate = dropout
     self.initializer_range = initializer_range
     self.dropout = keras.layers.Dropout(dropout)
-    self.dense = keras.layers.Dense(
+    self.dense = Dense(
         num_classes, name="logits",
         kernel_initializer=keras.initializers.TruncatedNormal(
             stddev=initializer_range))
@@ -162,7 +163,7 @@ class SpanHead(keras.layers.Layer):
   def __init__(self, initializer_range=0.02, **kwargs):
     super().__init__(**kwargs)
     self.initializer_range = initializer_range
-    self.dense = keras.layers.Dense(
+    self.dense = Dense(
         2, name="span_logits",
         kernel_initializer=keras.initializers.TruncatedNormal(
             stddev=initializer_range))

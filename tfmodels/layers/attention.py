@@ -19,6 +19,18 @@ def static_or_dynamic_shape(x):
   return [d if d is not None else tf.shape(x)[i] for i, d in enumerate(x.shape)]
 
 
+def reshape_dims(x, keep):
+  """x's first `keep` dims as a reshape target: static where known, a single
+  unknown one as -1 (a dynamic-length export then has no SHAPE ops around
+  its reshapes), tf.shape's where more are unknown."""
+  dims = list(x.shape[:keep])
+  unknown = [i for i, d in enumerate(dims) if d is None]
+  if len(unknown) == 1:
+    dims[unknown[0]] = -1
+    return dims
+  return static_or_dynamic_shape(x)[:keep]
+
+
 def attention_mask_from_input_mask(input_mask, dtype=tf.float32):
   """[B, T] 0/1 mask -> [B, 1, 1, T] float, broadcast over heads and queries."""
   return tf.cast(input_mask, dtype)[:, None, None, :]
@@ -87,7 +99,8 @@ class MultiHeadAttention(keras.layers.Layer):
     self.dropout = keras.layers.Dropout(dropout)
 
   def _split_heads(self, x):
-    shape = static_or_dynamic_shape(x)[:-1] + [self.num_heads, self.head_size]
+    shape = reshape_dims(x, x.shape.rank - 1) + [self.num_heads,
+                                                 self.head_size]
     return tf.reshape(x, shape)                             # [B, T, N, H]
 
   def call(self, query, key, value, attention_mask=None, training=None,
@@ -100,8 +113,7 @@ class MultiHeadAttention(keras.layers.Layer):
     probs = self.dropout(self.attention_probabilities(scores),
                          training=training)
     context = tf.einsum("BNFT,BTNH->BFNH", probs, v)
-    shape = static_or_dynamic_shape(context)[:2] + [
-        self.num_heads * self.head_size]
+    shape = reshape_dims(context, 2) + [self.num_heads * self.head_size]
     output = self.output_dense(tf.reshape(context, shape))
     return (output, scores, context) if return_context else (output, scores)
 

@@ -20,6 +20,7 @@ import tf_keras as keras
 
 from tfmodels.configs import ModelConfig
 from tfmodels.layers.attention import static_or_dynamic_shape
+from tfmodels.layers.dense import Dense
 from tfmodels.layers.kronecker import KroneckerEmbedding
 from tfmodels.layers.low_rank import LowRankEmbedding
 from tfmodels.layers.normalization import make_normalization
@@ -91,14 +92,14 @@ class Embeddings(keras.layers.Layer):
       self.student_embeddings = keras.layers.Embedding(
           c.mixed_vocab_size, c.mixed_vocab_embedding_size,
           embeddings_initializer=init(), name="student_word_embeddings")
-      self.student_projection = keras.layers.Dense(
+      self.student_projection = Dense(
           E, use_bias=False, kernel_initializer=init(),
           name="student_embedding_projection")
 
     self.project_first, self.project_last, self.width = embedding_layout(c)
     self.projection = None
     if self.project_first or self.project_last:
-      self.projection = keras.layers.Dense(
+      self.projection = Dense(
           H, kernel_initializer=init(), name="embedding_transformation")
     self.type_embeddings = keras.layers.Embedding(
         c.type_vocab_size, self.width, embeddings_initializer=init(),

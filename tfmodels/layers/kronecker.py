@@ -12,6 +12,7 @@ import math
 import tensorflow as tf
 import tf_keras as keras
 
+from tfmodels.layers.dense import Dense
 from tfmodels.layers.low_rank import LowRankDense
 
 
@@ -196,7 +197,7 @@ def make_dense(units, name, initializer_range, kronecker_shape=None,
     return KroneckerDense(units, a_shape=kronecker_shape, num_sums=num_sums,
                           activation=activation,
                           initializer_range=initializer_range, name=name)
-  return keras.layers.Dense(
+  return Dense(
       units, activation=activation, name=name,
       kernel_initializer=keras.initializers.TruncatedNormal(
           stddev=initializer_range))

@@ -15,6 +15,7 @@ import tf_keras as keras
 
 from tfmodels.configs import ModelConfig
 from tfmodels.layers.attention import MultiHeadAttention
+from tfmodels.layers.dense import Dense
 from tfmodels.layers.feed_forward import FeedForward
 from tfmodels.layers.normalization import make_normalization
 
@@ -49,7 +50,7 @@ class MobileBertBlock(keras.layers.Layer):
     c = self.config = ModelConfig.coerce(config)
     norm = lambda name: make_normalization(c.normalization_type,
                                            c.layer_norm_eps, name)
-    dense = lambda units, name: keras.layers.Dense(
+    dense = lambda units, name: Dense(
         units, name=name, kernel_initializer=keras.initializers.TruncatedNormal(
             stddev=c.initializer_range))
     if c.use_bottleneck:
