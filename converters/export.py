@@ -63,7 +63,11 @@ def features_of(contract_inputs):
 
 
 class _ContractModule(tf.Module):
-  """The contract signature over `model` at sequence length L (None: any).
+  """The contract signature over `model` at sequence length L, or with
+  `dynamic` at any length; a dynamic classifier reads at most L tokens (the
+  Task Library's BertNLClassifier sizes a dynamic file's inputs to the
+  whole text, where a fixed one cuts it at L: the same answers either way,
+  and no text longer than the position table).
 
   The module tracks the model's variables, not the model: saving a Keras
   model also traces every layer's call for Keras' own SavedModel metadata,
@@ -73,21 +77,25 @@ class _ContractModule(tf.Module):
   for byte the same.
   """
 
-  def __init__(self, model, head, seq_length):
+  def __init__(self, model, head, seq_length, dynamic=False):
     super().__init__()
     # The signature's variables must be reachable from this module: a
     # Keras model's (or tf.Module's), or a loaded SavedModel's.
     self.model_variables = list(getattr(model, "variables", ()))
     self.loaded = getattr(model, "loaded", None)
 
+    cut = seq_length if dynamic and head == "classifier" else None
+
     def serve(ids, mask, segment_ids):  # a closure: `model` stays untracked
-      features = features_of({"ids": ids, "mask": mask,
-                              "segment_ids": segment_ids})
-      return contract_outputs(head, model(features, training=False))
+      inputs = {"ids": ids, "mask": mask, "segment_ids": segment_ids}
+      if cut:
+        inputs = {k: v[:, :cut] for k, v in inputs.items()}
+      return contract_outputs(head, model(features_of(inputs),
+                                          training=False))
 
     self.serve = tf.function(serve, input_signature=[
-        tf.TensorSpec([1, seq_length], tf.int32, name=name)
-        for name in INPUT_FEATURES])
+        tf.TensorSpec([1, None if dynamic else seq_length], tf.int32,
+                      name=name) for name in INPUT_FEATURES])
 
 
 def export_saved_model(model, head, seq_length, directory,
@@ -104,8 +112,7 @@ def export_saved_model(model, head, seq_length, directory,
   Raises:
     ValueError: the model cannot take [1, L] inputs (the message says why).
   """
-  module = _ContractModule(model, head,
-                           None if dynamic_length else seq_length)
+  module = _ContractModule(model, head, seq_length, dynamic_length)
   try:
     concrete = module.serve.get_concrete_function()
   except (ValueError, TypeError, tf.errors.OpError) as e:

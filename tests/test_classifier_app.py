@@ -132,6 +132,31 @@ def test_task_library_gives_the_twins_labels(converted, tmp_path):
     assert set(r["task_library_scores"]) == {"0", "1"}
 
 
+def test_a_dynamic_length_file_gives_the_same_labels(converted, tmp_path,
+                                                    tmp_path_factory):
+  """convert_tflite --dynamic_length: BertNLClassifier sizes the inputs to
+  each whole text (the export cuts them at L, as a fixed file's reader
+  does), and labels as the twin does at the default length."""
+  python = _task_library_python()
+  model_dir = tiny_models.trained_classifier(tmp_path_factory.getbasetemp())
+  _, data = converted
+  result = tiny_models.run_converter(
+      "--model_dir", model_dir, "--task", "spam", "--data_dir", data,
+      "--vocab_file", tiny_models.VOCAB, "--max_seq_length",
+      tiny_models.SEQ_LENGTH, "--output_dir", tmp_path / "tflite", "--modes",
+      "float32", "--name", "spam", "--num_compare", 4, "--dynamic_length")
+  assert result.returncode == 0, result.stderr[-3000:]
+  out = tmp_path / "app_assets"
+  model = tmp_path / "tflite" / "spam_float32.tflite"
+  done = _classifier_app("--model", model, "--data_dir", data, "--texts",
+                         TEXTS, "--output_dir", out,
+                         "--task_library_python", python)
+  assert done.returncode == 0, done.stderr[-3000:]
+  summary = json.loads((out / "answers.json").read_text())["summary"]
+  assert summary["agree"] == TEXTS
+  assert summary["max_probability_diff"] <= 1e-3
+
+
 def test_task_library_script_refuses_a_bad_model_in_one_line(tmp_path):
   python = _task_library_python()
   bad = tmp_path / "bad.tflite"
