@@ -5,7 +5,8 @@ Apps need the contract's names, so the model is wrapped in a tf.function
 over int32 inputs named `ids`, `mask`, `segment_ids` whose outputs are the
 contract's (see contract.py). A dynamic length becomes a TFLite shape
 signature [1, -1] (conversion.py then gives the file the default shape
-[1, L], the length apps that do not resize, like the Task Library, feed).
+[1, L], the length apps that do not resize, like the Task Library's
+BertQuestionAnswerer, feed).
 The same `contract_outputs` maps the Keras model's outputs for validation,
 so Keras and TFLite are compared on identical terms.
 
