@@ -202,6 +202,55 @@ def test_twin_command_answers_like_the_pipeline(tiny, tokenizer, tmp_path):
                               prediction.answer)
 
 
+def test_a_dynamic_model_runs_each_window_at_its_own_length(tiny, tokenizer,
+                                                           tmp_path):
+  """convert_tflite --dynamic_length: the twin runs each window at the
+  smallest multiple of 32 tokens that holds it, with the fixed model's
+  logits on every real token, and decodes them to the answer the fixed
+  model's give with its padding masked (an untrained model's padding
+  logits can crowd the n-best; a trained one's do not: the demo's student
+  answers its 20 questions alike either way)."""
+  from android_bench.qa_app.span_model import PADDING_LOGIT
+  from converters import conversion
+  path, keras_model = tiny
+  converted = conversion.convert_model(
+      keras_model, "span", qa_app.SEQUENCE_LENGTH, ["float32"],
+      dynamic_length=True)
+  dynamic_path = tmp_path / "dynamic.tflite"
+  dynamic_path.write_bytes(converted.files["float32"][0])
+  fixed = SpanModel(path, num_threads=2)
+  dynamic = SpanModel(str(dynamic_path), num_threads=2)
+  assert (fixed.dynamic, dynamic.dynamic) == (False, True)
+  assert dynamic.sequence_length == qa_app.SEQUENCE_LENGTH
+  assert [dynamic.window_length(n) for n in (1, 32, 33, 383, 500)] == [
+      32, 32, 64, 384, 384]
+  long_passage, long_question = _long_passage()
+  short_passage = long_passage.split(". ")[0] + "."
+  for passage, question in ((short_passage, long_question),
+                            (long_passage, long_question)):
+    want = answering.predict(passage, question, tokenizer, fixed)
+    got = answering.predict(passage, question, tokenizer, dynamic)
+    tokens = got.arrays["input_mask"].sum(axis=1)
+    real = np.arange(want.start_logits.shape[1]) < tokens[:, None]
+    example = answering.make_example(passage, question)
+    assert got.answer == answering.decode(
+        [example], want.metas,
+        np.where(real, want.start_logits, PADDING_LOGIT),
+        np.where(real, want.end_logits, PADDING_LOGIT))[example.qas_id]
+    assert list(got.lengths) == [dynamic.window_length(n) for n in tokens]
+    assert set(want.lengths) == {qa_app.SEQUENCE_LENGTH}
+    for i, n in enumerate(tokens):
+      np.testing.assert_allclose(got.start_logits[i, :n],
+                                 want.start_logits[i, :n], atol=1e-4)
+      np.testing.assert_allclose(got.end_logits[i, :n],
+                                 want.end_logits[i, :n], atol=1e-4)
+  assert min(got.lengths) < qa_app.SEQUENCE_LENGTH  # the last window
+  short = answering.predict(short_passage, long_question, tokenizer, dynamic)
+  assert short.lengths[0] <= 96
+  assert answering.timing_line(short, dynamic.sequence_length, 2).startswith(
+      f"1 window(s) of {short.lengths[0]} tokens")
+
+
 def _misnamed_model(path, with_signature=True):
   """A [1, 8] model whose inputs are BERT's old names, not the contract's."""
   spec = [tf.TensorSpec([1, 8], tf.int32, name=n)

@@ -28,6 +28,9 @@ MAX_QUERY_LENGTH = 64
 N_BEST_SIZE = 20
 MAX_ANSWER_LENGTH = 32
 DEFAULT_THREADS = 4
+# A model with a dynamic length (convert_tflite --dynamic_length) runs each
+# window at the smallest multiple of this many tokens that holds it.
+WINDOW_STEP = 32
 
 
 class QaAppError(ValueError):

@@ -87,6 +87,7 @@ class Prediction:
   start_logits: np.ndarray  # [windows, L] float32
   end_logits: np.ndarray
   inference_s: float  # model time summed over the windows
+  lengths: tuple = ()  # the length each window ran at
 
   @property
   def windows(self):
@@ -97,21 +98,25 @@ def predict(passage, question, tokenizer, model):
   """Answers `question` from `passage` with `model` (a `SpanModel`)."""
   example = make_example(passage, question)
   arrays, metas = build_features([example], tokenizer, model.sequence_length)
-  starts, ends, seconds = [], [], 0.0
+  starts, ends, seconds, lengths = [], [], 0.0, []
   for ids, mask, segments in zip(arrays["input_ids"], arrays["input_mask"],
                                  arrays["segment_ids"]):
     start, end = model(ids, mask, segments)
     starts.append(start)
     ends.append(end)
     seconds += model.last_latency_s or 0.0
+    lengths.append(model.last_length)
   start_logits = np.stack(starts).astype(np.float32)
   end_logits = np.stack(ends).astype(np.float32)
   answer = decode([example], metas, start_logits, end_logits)[example.qas_id]
-  return Prediction(answer, arrays, metas, start_logits, end_logits, seconds)
+  return Prediction(answer, arrays, metas, start_logits, end_logits, seconds,
+                    tuple(lengths))
 
 
 def timing_line(prediction, sequence_length, num_threads):
   """What the twin prints beside its answer (and answers.json keeps)."""
-  return (f"{prediction.windows} window(s) of {sequence_length} tokens, "
+  lengths = sorted(set(prediction.lengths or (sequence_length,)))
+  return (f"{prediction.windows} window(s) of "
+          f"{'/'.join(map(str, lengths))} tokens, "
           f"model {prediction.inference_s * 1e3:.1f} ms "
           f"({num_threads} threads)")

@@ -15,11 +15,17 @@ import time
 import numpy as np
 
 from android_bench.qa_app import (DEFAULT_THREADS, INPUT_NAMES, OUTPUT_NAMES,
-                                   QaAppError)
+                                   WINDOW_STEP, QaAppError)
+
+# The logit a dynamic model's unrun padding positions get back: never a
+# start or end (decode only looks at context tokens anyway).
+PADDING_LOGIT = -1e4
 
 
 class SpanModel:
-  """A `.tflite` span model with a fixed `[1, L]` signature.
+  """A `.tflite` span model with a `[1, L]` signature; one whose length is
+  dynamic (shape signature [1, -1], default [1, L]) runs each window at the
+  smallest multiple of WINDOW_STEP that holds its tokens.
 
   Args:
     model_path: str, the `.tflite` file (e.g. `convert_tflite.py` output).
@@ -62,7 +68,16 @@ class SpanModel:
         raise QaAppError(f"{model_path}: input {name} is "
                           f"{np.dtype(details[name]['dtype']).name}, not int32")
     self.sequence_length = shapes["ids"][1]
-    self.last_latency_s = None
+    signature = details["ids"].get("shape_signature")
+    self.dynamic = signature is not None and list(signature) == [1, -1]
+    self.last_latency_s = self.last_length = None
+
+  def window_length(self, tokens):
+    """The length a window with `tokens` real tokens runs at."""
+    if not self.dynamic:
+      return self.sequence_length
+    steps = -(-max(int(tokens), 1) // WINDOW_STEP)
+    return min(self.sequence_length, steps * WINDOW_STEP)
 
   def _pick_signature(self, signatures, key):
     if not signatures:
@@ -82,11 +97,20 @@ class SpanModel:
                       f"{sorted(signatures)}; name one")
 
   def __call__(self, ids, mask, segment_ids):
-    """One window: int arrays [L] -> (start_logits, end_logits) float32 [L]."""
-    feed = {name: np.asarray(value, np.int32).reshape(1, -1)
+    """One window: int arrays [L] -> (start_logits, end_logits) float32 [L].
+    A dynamic model runs the window's first `window_length` tokens only
+    (the rest is masked padding); their logits come back padded to [L]
+    with PADDING_LOGIT."""
+    full = len(ids)
+    length = (self.window_length(np.count_nonzero(mask)) if self.dynamic
+              else full)
+    feed = {name: np.asarray(value, np.int32).reshape(1, -1)[:, :length]
             for name, value in zip(INPUT_NAMES, (ids, mask, segment_ids))}
     begin = time.perf_counter()
     out = self._runner(**feed)
     self.last_latency_s = time.perf_counter() - begin
-    return (np.asarray(out["start_logits"], np.float32).reshape(-1),
-            np.asarray(out["end_logits"], np.float32).reshape(-1))
+    self.last_length = length
+    return tuple(
+        np.pad(np.asarray(out[name], np.float32).reshape(-1),
+               (0, full - length), constant_values=PADDING_LOGIT)
+        for name in ("start_logits", "end_logits"))
