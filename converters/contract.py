@@ -30,6 +30,10 @@ HEAD_OUTPUTS = {
     "encoder": ("sequence_output",),
 }
 SIGNATURE_KEY = "serving_default"
+# A file with a dynamic length (convert_tflite --dynamic_length) is run at
+# multiples of this many tokens: the app's twin sizes each window so, and
+# the converter validates the file at a second such length.
+LENGTH_STEP = 32
 
 
 class ContractError(ValueError):

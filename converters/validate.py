@@ -17,7 +17,7 @@ import numpy as np
 import tensorflow as tf
 
 from converters import runtime, tflite_file
-from converters.contract import INPUT_FEATURES
+from converters.contract import INPUT_FEATURES, LENGTH_STEP
 
 
 def headline(metrics):
@@ -55,13 +55,9 @@ def differences(reference, converted):
                                      for d in per_output.values()]))}
 
 
-# A file with a dynamic length is also validated at a second, shorter
-# length: half its default, rounded down to a multiple of this many tokens.
-LENGTH_STEP = 32
-
-
 def shorter_length(full):
-  """The second length a dynamic file is validated at, or None."""
+  """The second length a dynamic file is validated at: half its default,
+  rounded down to a multiple of LENGTH_STEP, or None."""
   length = full // 2 // LENGTH_STEP * LENGTH_STEP
   return length if length >= LENGTH_STEP else None
 

@@ -25,8 +25,7 @@ from experiments.result_files import (config_params, conversion_summary,
 LABELS = {"teacher": "MiniLM teacher (all-MiniLM-L6-v2, fine-tuned)",
           STUDENT: f"{STUDENT} student (heads and FFN neurons cut, "
                    "NoNorm + relu, task KD)"}
-TASKS = {"qa": ("QA", "f1", "F1"),
-              "spam": ("spam", "accuracy", "accuracy")}
+TASKS = {"qa": ("QA", "f1", "F1"), "spam": ("spam", "accuracy", "accuracy")}
 # The issue's target: the shipped student keeps this share of the teacher's
 # QA F1.
 QA_F1_TARGET = 0.9
@@ -45,10 +44,11 @@ CARVING_FACTS = ("heads", "intermediate_size", "low_rank_ranks",
 
 
 def finetuned(out, model, task):
-  """The fine-tuned model directory of a model and task."""
+  """The fine-tuned model directory of a model and task (ship fine-tunes
+  the demo's pretrained teacher into finetune/teacher)."""
   ship = Layout(out).ship(task)
-  return ship.path("finetune", "teacher" if model == "teacher"
-                   else "student")
+  return ship.path("finetune", "teacher") if model == "teacher" else (
+      ship.student)
 
 
 def model_dir(out, model):

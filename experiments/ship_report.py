@@ -10,7 +10,8 @@ Scripts read report/summary.json:
                          (encoder parameters), int8_mb, latency_ms,
                          threads, max_seq_length; the student also target
                          (where it was timed), budget (what it was asked to
-                         meet), within_budget, split, qat
+                         meet), within_budget, split, qat, qat_needed (post-
+                         training int8 lost more than QAT_DROP points)
   search                 the split search's table (candidate, params, int8
                          MB, measured ms, score, chosen)
   assets                 the shipped .tflite, its vocabulary, the check
@@ -28,7 +29,7 @@ from absl import app
 
 from experiments.result_files import (config_params, conversion_summary,
                                       latency_rows, read_json, read_marker)
-from experiments.ship_steps import QAT_DROP, Layout
+from experiments.ship_steps import Layout, needs_qat
 from tfmodels.command_options import define_flags, from_flags, option
 from tfmodels.staging import write_file
 
@@ -107,6 +108,7 @@ def collect(out):
   search = read_json(layout.split) or {}
   budget = {k: v for k, v in (plan.get("budget") or {}).items() if v}
   student.update(target=plan.get("target"), budget=budget, qat=qat,
+                 qat_needed=needs_qat(layout),
                  max_latency_ms=(search.get("budget") or {}).get(
                      "max_latency_ms"),
                  split=search.get("chosen"),
@@ -221,7 +223,8 @@ def markdown(summary):
         if "qat_int8" in s else []),
       *([f"Post-training int8 lost {s['float'] - s['int8']:.1f} points; "
          "quantization-aware training is off (--qat_steps 0).", ""]
-        if _qat_off_and_needed(summary) else []),
+        if s.get("qat_needed") and summary["plan"].get("qat_steps") == 0
+        else []),
       f"Split: {split.get('heads')} heads, FFN "
       f"{split.get('intermediate_size')}, word table "
       f"{'rank ' + str(split['table_rank']) if split.get('table_rank') else 'whole'}"
@@ -271,14 +274,6 @@ def markdown(summary):
     lines.append(f"\nWall time of this run up to its report: "
                  f"{summary['wall_seconds'] / 60:.1f} min.")
   return "\n".join(lines) + "\n"
-
-
-def _qat_off_and_needed(summary):
-  """Did post-training int8 lose more than QAT_DROP points with QAT off?"""
-  s = summary["student"]
-  return (summary["plan"].get("qat_steps") == 0 and
-          None not in (s["float"], s["int8"]) and
-          s["float"] - s["int8"] > QAT_DROP)
 
 
 def _shape(shape):

@@ -11,7 +11,7 @@ the golden vectors (`golden.py`) hold the Java side to the Python results.
         --question "Which word means: a large natural stream of water?"
 """
 
-from converters.contract import CONTRACT_INPUTS, HEAD_OUTPUTS
+from converters.contract import CONTRACT_INPUTS, HEAD_OUTPUTS, LENGTH_STEP
 from tfmodels.data import squad
 
 # The model contract (converters/contract.py): [1, L] int32 inputs, float32
@@ -30,7 +30,7 @@ MAX_ANSWER_LENGTH = 32
 DEFAULT_THREADS = 4
 # A model with a dynamic length (convert_tflite --dynamic_length) runs each
 # window at the smallest multiple of this many tokens that holds it.
-WINDOW_STEP = 32
+WINDOW_STEP = LENGTH_STEP
 
 
 class QaAppError(ValueError):
