@@ -4,14 +4,16 @@
     python -m android_bench run --target adb --benchmark_binary benchmark_model \
         [--serial SERIAL] [--cpu_mask big] MODEL.tflite|DIR ...
     python -m android_bench run --target host models/
+    python -m android_bench run --target host --lengths 32,64,128,256,384 \
+        student.tflite teacher.tflite     # dynamic-length files: ms vs L
     python -m android_bench parse saved_output.txt [--json]
     python -m android_bench report RUN.json|DIR ... [--output DIR [--overwrite]]
     python -m android_bench report OLD.json NEW.json --compare [--output DIR]
 
 `run` measures models x --delegates x --threads x --repeats (defaults:
-xnnpack, 4 threads, 1 repeat, 1 warm-up + 50 runs), appends one JSON per run
-to --results_dir, prints a Markdown table and writes a PNG plot beside the
-JSON. It exits 1 if any cell failed; what was measured is kept either way.
+xnnpack, 4 threads, 1 repeat, 1 warm-up + 50 runs) [x --lengths], appends
+one JSON per run to --results_dir, prints a Markdown table and writes a PNG
+plot beside the JSON (latency against length with --lengths). It exits 1 if any cell failed; what was measured is kept either way.
 One run at a time per device (a second is refused: the two would share the
 device directory and its cores; the lock lives in this user's 0700 directory
 under the temporary root). A .tflite that is empty, not TFLite or truncated
@@ -57,8 +59,13 @@ class BenchOptions:
       None, "LiteRT benchmark_model built for the device (required for "
       "--target adb; optional for host, where it runs beside the "
       "ai_edge_litert runner).")
-  # Thread counts as given (strings): `_settings` makes them integers.
+  # Thread counts and lengths as given (strings): `_settings` makes them
+  # integers.
   threads: tuple = option(("4",), "Thread counts (--num_threads).")
+  lengths: tuple = option(
+      (), "Sequence lengths to time dynamic-length models at (inputs "
+      "[1, L], e.g. 32,64,128,256,384; convert_tflite writes such files). "
+      "Default: each model's own shape.")
   delegates: tuple = option(("xnnpack",), "Any of xnnpack, gpu, nnapi, "
                             "none (plain CPU kernels).")
   repeats: int = option(1, "Times to measure every configuration.")
@@ -178,6 +185,12 @@ def _settings(options):
     _fail(f"--threads {','.join(options.threads)}: give integers")
   if not threads or min(threads) < 1:
     _fail("--threads: give thread counts >= 1")
+  try:
+    lengths = tuple(int(n) for n in options.lengths)
+  except ValueError:
+    _fail(f"--lengths {','.join(options.lengths)}: give integers")
+  if lengths and min(lengths) < 1:
+    _fail("--lengths: give sequence lengths >= 1")
   for delegate in options.delegates:
     if delegate not in DELEGATE_FLAGS:
       _fail(f"--delegates {delegate}: use {', '.join(DELEGATE_FLAGS)}")
@@ -198,6 +211,9 @@ def _settings(options):
     extra = tuple(shlex.split(options.benchmark_args))
   except ValueError as e:
     _fail(f"--benchmark_args: {e}")
+  if lengths and any(a.startswith("--input_layer") for a in extra):
+    _fail("--lengths sets the inputs' shapes: drop the --input_layer flags "
+          "from --benchmark_args")
   return Settings(
       threads=threads, delegates=tuple(options.delegates),
       repeats=options.repeats, warmup_runs=options.warmup_runs,
@@ -209,7 +225,8 @@ def _settings(options):
       auto_value_ranges=options.auto_value_ranges,
       cool_below_c=options.cool_below_c,
       throttled_status=options.throttled_status,
-      cool_timeout_s=options.cool_timeout_s, cool_poll_s=options.cool_poll_s)
+      cool_timeout_s=options.cool_timeout_s, cool_poll_s=options.cool_poll_s,
+      lengths=lengths)
 
 
 def _check_seconds(options):
@@ -302,8 +319,8 @@ def cmd_run(options, args):
     try:
       run, path = run_matrix(target, models, settings, options.results_dir,
                              argv=sys.argv, name=options.name, binary=binary)
-    except (AdbError, OutputError) as e:  # OutputError: a link in the way
-      _fail(str(e))
+    except (AdbError, OutputError, SetupError) as e:
+      _fail(str(e))  # OutputError: a link in the way; SetupError: --lengths
     except KeyboardInterrupt:
       _fail(f"interrupted; what was measured is in {options.results_dir}")
   print()
@@ -312,7 +329,8 @@ def cmd_run(options, args):
   if options.plot and any(r.get("latency_ms") for r in report.summarize(run)):
     plot = os.path.splitext(path)[0] + ".png"
     try:
-      report.plot_latency([run], plot)
+      (report.plot_lengths if settings.lengths else report.plot_latency)(
+          [run], plot)
     except OutputError as e:
       _fail(f"{e} ({path} keeps the run)")
     outputs.append(plot)
@@ -397,7 +415,7 @@ def cmd_parse(options, args):
 # The writer named in the record of a report directory (`staged_directory`):
 # --overwrite replaces a directory only when this command wrote all of it.
 REPORT_OWNER = "android_bench report"
-REPORT_FILES = ("report.md", "latency.png", "compare.png")
+REPORT_FILES = ("report.md", "latency.png", "lengths.png", "compare.png")
 REPORT_TITLE = "# android_bench report\n"
 
 
@@ -459,6 +477,8 @@ def cmd_report(options, args):
       written = ["report.md"]
       if report.plot_latency(runs, os.path.join(staging, "latency.png")):
         written.append("latency.png")
+      if report.plot_lengths(runs, os.path.join(staging, "lengths.png")):
+        written.append("lengths.png")
       if pairs and report.plot_ratios(
           pairs, os.path.join(staging, "compare.png"),
           f"{report.run_label(runs[1])} vs {report.run_label(runs[0])}"):

@@ -92,8 +92,19 @@ def file_digests(path):
 
 def _tensors(details):
   return [{"name": d["name"], "shape": [int(x) for x in d["shape"]],
+           "shape_signature": [int(x) for x in d.get(
+               "shape_signature", d["shape"])],
            "dtype": getattr(d["dtype"], "__name__", str(d["dtype"]))}
           for d in details]
+
+
+def dynamic_length(facts):
+  """Whether a model's inputs take any sequence length (convert_tflite's
+  shape signature [1, -1]): the lengths `--lengths` may time it at."""
+  inputs = facts.get("inputs") or []
+  return bool(inputs) and all(
+      len(t["shape_signature"]) == 2 and t["shape_signature"][1] == -1
+      for t in inputs)
 
 
 # Ops that pass integer ids through unchanged in value (their data input is 0).
@@ -132,22 +143,28 @@ def index_ranges(ops, tensors, inputs):
   return ranges
 
 
-def input_flags(inputs, ranges):
-  """benchmark_model flags that give `ranges` to the model's inputs.
+def input_flags(inputs, ranges, length=None):
+  """benchmark_model flags that give `ranges` to the model's inputs and,
+  with `length`, the shape [1, length] to a dynamic-length model's.
 
   The tool takes a value range only for a name listed in --input_layer, and
   --input_layer must list every input, in the interpreter's order, with
-  its shape in --input_layer_shape (it aborts otherwise).
+  its shape in --input_layer_shape (it aborts otherwise); it resizes an
+  input to the shape given there.
   """
-  if not ranges or not inputs:
+  if not inputs or not (ranges or length):
     return []
-  return [
-      "--input_layer=" + ",".join(t["name"] for t in inputs),
-      "--input_layer_shape=" + ":".join(
-          ",".join(str(d) for d in t["shape"]) for t in inputs),
-      "--input_layer_value_range=" + ":".join(
-          f"{t['name']},{ranges[t['name']][0]},{ranges[t['name']][1]}"
-          for t in inputs if t["name"] in ranges)]
+  shapes = [[length if length and d == -1 else s
+             for s, d in zip(t["shape"], t.get("shape_signature", t["shape"]))]
+            for t in inputs]
+  flags = ["--input_layer=" + ",".join(t["name"] for t in inputs),
+           "--input_layer_shape=" + ":".join(
+               ",".join(str(d) for d in shape) for shape in shapes)]
+  if ranges:
+    flags.append("--input_layer_value_range=" + ":".join(
+        f"{t['name']},{ranges[t['name']][0]},{ranges[t['name']][1]}"
+        for t in inputs if t["name"] in ranges))
+  return flags
 
 
 def model_facts(path):

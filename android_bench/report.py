@@ -1,8 +1,9 @@
 """Reporters: Markdown tables and PNG plots, all read from results objects.
 
-    rows = summarize(run)                  # one row per model/runner/delegate/threads
+    rows = summarize(run)   # one row per model/runner/delegate/threads/length
     print(markdown_table([run]))
     plot_latency([run], "latency.png")
+    plot_lengths([run], "lengths.png")     # a run with --lengths: ms vs L
     table, pairs = compare(run_a, run_b)   # ratio b / a per row
     plot_ratios(pairs, "compare.png", ...)
 
@@ -10,8 +11,9 @@ A row pools its repeats: the latency shown is the median of the cells'
 medians (the mean where an old benchmark_model printed no percentiles, marked
 with `*`), the spread is p5..p95 of the runs (mean +- std without
 percentiles), min and max are over all runs. Comparisons match rows by model
-file name, runner, delegate and thread count; the ratio is new / old, so
-below 1 is faster.
+file name, runner, delegate, thread count and length; the ratio is new /
+old, so below 1 is faster. `length` is the sequence length a dynamic-length
+model ran at (`--lengths`), None for a model run at its own shape.
 
 Thermal: a row counts its cells that ran hot or throttled (`throttled`, of
 `thermal_known` cells with a verdict; thermal.cell_throttled) and the time
@@ -25,7 +27,7 @@ import statistics
 from android_bench import thermal
 from android_bench.plotting import pyplot, save_figure
 
-_KEY = ("model", "runner", "delegate", "threads")
+_KEY = ("model", "runner", "delegate", "threads", "length")
 
 
 def _ms(value):
@@ -103,8 +105,10 @@ def run_label(run):
 def markdown_table(runs):
   """One Markdown table over the rows of one or more runs."""
   several = len(runs) > 1
+  lengths = any(r.get("length") for run in runs for r in summarize(run))
   header = (["run"] if several else []) + [
-      "model", "runner", "delegate", "threads", "latency ms",
+      "model", "runner", "delegate", "threads"] + (
+          ["length"] if lengths else []) + ["latency ms",
       "p5..p95 ms", "mean ms", "std ms", "min ms", "max ms", "runs",
       "init ms", "peak MB", "delegated nodes", "throttled", "status"]
   lines = ["| " + " | ".join(header) + " |",
@@ -123,7 +127,8 @@ def markdown_table(runs):
       spread = ("-" if row.get("low_ms") is None else
                 f"{_fmt(row['low_ms'])}..{_fmt(row['high_ms'])}")
       cells = ([run_label(run)] if several else []) + [
-          row["model"], row["runner"], row["delegate"], str(row["threads"]),
+          row["model"], row["runner"], row["delegate"], str(row["threads"])
+      ] + ([_fmt(row["length"])] if lengths else []) + [
           latency, spread, _fmt(row.get("mean_ms")), _fmt(row.get("std_ms")),
           _fmt(row.get("min_ms")), _fmt(row.get("max_ms")),
           _fmt(row.get("runs")), _fmt(row.get("init_ms")),
@@ -153,8 +158,10 @@ def compare(old, new):
   old_rows = {tuple(r[k] for k in _KEY): r for r in summarize(old)}
   new_rows = {tuple(r[k] for k in _KEY): r for r in summarize(new)}
   keys = list(old_rows) + [k for k in new_rows if k not in old_rows]
-  header = ["model", "runner", "delegate", "threads", "A latency ms",
-            "B latency ms", "B / A"]
+  lengths = any(k[4] for k in keys)
+  header = ["model", "runner", "delegate", "threads"] + (
+      ["length"] if lengths else []) + ["A latency ms", "B latency ms",
+                                        "B / A"]
   lines = [f"A = {run_label(old)}", f"B = {run_label(new)}", "",
            "| " + " | ".join(header) + " |",
            "| " + " | ".join("---" for _ in header) + " |"]
@@ -168,7 +175,8 @@ def compare(old, new):
     marks = ["!" if r.get("throttled") else "" for r in (old_row, new_row)]
     hot = hot or any(marks)
     lines.append("| " + " | ".join(
-        [key[0], key[1], key[2], str(key[3]), _fmt(a) + marks[0],
+        [key[0], key[1], key[2], str(key[3])]
+        + ([_fmt(key[4])] if lengths else []) + [_fmt(a) + marks[0],
          _fmt(b) + marks[1], "-" if ratio is None else f"{ratio:.3f}"])
                  + " |")
   if hot:
@@ -191,6 +199,8 @@ def plot_latency(runs, path):
       label = f"{row['threads']} thr, {row['delegate']}"
       if row["runner"] != "benchmark_model":
         label += f", {row['runner']}"
+      if row.get("length"):
+        label += f", L {row['length']}"
       if len(runs) > 1:
         label = f"{run_label(run)}: {label}"
       series.setdefault(label, {})[row["model"]] = row
@@ -219,6 +229,40 @@ def plot_latency(runs, path):
   return sum(len(rows) for rows in series.values())
 
 
+def plot_lengths(runs, path):
+  """Latency against sequence length: one line per model (and thread count,
+  delegate, runner, run) over the lengths a `--lengths` run timed, p5..p95
+  shaded. Returns the number of lines; with none, writes nothing."""
+  series = {}
+  for run in runs:
+    for row in summarize(run):
+      if row.get("latency_ms") is None or not row.get("length"):
+        continue
+      label = f"{row['model']}, {row['threads']} thr, {row['delegate']}"
+      if row["runner"] != "benchmark_model":
+        label += f", {row['runner']}"
+      if len(runs) > 1:
+        label = f"{run_label(run)}: {label}"
+      series.setdefault(label, []).append(row)
+  if not series:
+    return 0
+  plt = pyplot()
+  fig, ax = plt.subplots(figsize=(7, 4.5))
+  for label, rows in series.items():
+    rows = sorted(rows, key=lambda r: r["length"])
+    xs = [r["length"] for r in rows]
+    ax.plot(xs, [r["latency_ms"] for r in rows], marker="o", label=label)
+    ax.fill_between(xs, [r["low_ms"] for r in rows],
+                    [r["high_ms"] for r in rows], alpha=0.2)
+  ax.set_xlabel("sequence length (tokens)")
+  ax.set_ylabel("latency (ms), p5..p95 shaded")
+  ax.set_title("benchmark_model latency against sequence length")
+  ax.grid(alpha=0.3)
+  ax.legend(fontsize="small")
+  save_figure(fig, path)
+  return len(series)
+
+
 def plot_ratios(pairs, path, title):
   """Horizontal bars of B / A per matched row, with the 1.0 line (nothing
   is written when no row matched)."""
@@ -227,7 +271,8 @@ def plot_ratios(pairs, path, title):
   if not pairs:
     return 0
   fig, ax = plt.subplots(figsize=(7, 1 + 0.4 * max(1, len(pairs))))
-  labels = [f"{p['model']} {p['delegate']} {p['threads']} thr" for p in pairs]
+  labels = [f"{p['model']} {p['delegate']} {p['threads']} thr"
+            + (f" L {p['length']}" if p.get("length") else "") for p in pairs]
   ax.barh(range(len(pairs)), [p["ratio"] for p in pairs],
           color=["tab:green" if p["ratio"] < 1 else "tab:red" for p in pairs])
   ax.axvline(1.0, color="black", linewidth=1)

@@ -38,7 +38,8 @@ import time
 
 from android_bench import device_info, results, thermal
 from android_bench.adb import AdbError, AdbTimeout, DeviceGone
-from android_bench.model_facts import file_digests, input_flags, model_facts
+from android_bench.model_facts import (dynamic_length, file_digests,
+                                       input_flags, model_facts)
 from android_bench.output_parser import parse_output
 from tfmodels.process_lifetime import die_with_parent
 
@@ -75,6 +76,7 @@ class Settings:
   throttled_status: int = 1   # thermal service status counted as throttled
   cool_timeout_s: float = 300.0
   cool_poll_s: float = 5.0
+  lengths: tuple = ()  # sequence lengths of dynamic-length models; () as is
 
   def thermal_policy(self):
     return thermal.ThermalPolicy(limit_c=self.cool_below_c,
@@ -83,9 +85,11 @@ class Settings:
                                  poll_s=self.cool_poll_s)
 
 
-def benchmark_args(settings, graph, threads, delegate, facts=None):
+def benchmark_args(settings, graph, threads, delegate, facts=None,
+                   length=None):
   """The benchmark_model flags of one cell; the model's facts give its
-  inputs valid index ranges unless the user set input flags."""
+  inputs valid index ranges unless the user set input flags, and a
+  dynamic-length model's inputs the cell's `length`."""
   args = [f"--graph={graph}", f"--num_threads={threads}",
           f"--warmup_runs={settings.warmup_runs}",
           f"--num_runs={settings.num_runs}"]
@@ -99,9 +103,10 @@ def benchmark_args(settings, graph, threads, delegate, facts=None):
   if settings.peak_memory:
     args.append("--report_peak_memory_footprint=true")
   args += list(settings.extra_args)
-  if facts and settings.auto_value_ranges and not any(
+  if facts and (settings.auto_value_ranges or length) and not any(
       a.startswith("--input_layer") for a in args):
-    args += input_flags(facts.get("inputs"), facts.get("index_ranges"))
+    args += input_flags(facts.get("inputs"), facts.get("index_ranges")
+                        if settings.auto_value_ranges else None, length)
   return args
 
 
@@ -162,10 +167,11 @@ class HostTarget:
   def thermal(self):
     return device_info.host_thermal()
 
-  def run_cell(self, model, runner, threads, delegate, facts=None):
+  def run_cell(self, model, runner, threads, delegate, facts=None,
+               length=None):
     """(status, output, command, error) of one cell."""
     args = benchmark_args(self.settings, self.paths[model], threads, delegate,
-                          facts)
+                          facts, length)
     argv = ([sys.executable, "-m", "android_bench.benchmark_model"]
             if runner == "litert" else [self.binary]) + args
     cores = self._cores
@@ -287,17 +293,18 @@ class AdbTarget:
   def thermal(self):
     return device_info.adb_thermal(self.adb)
 
-  def command(self, model, threads, delegate, facts=None):
+  def command(self, model, threads, delegate, facts=None, length=None):
     args = benchmark_args(self.settings, self._remote(model), threads,
-                          delegate, facts)
+                          delegate, facts, length)
     pin = f"taskset {self._mask} " if self._mask else ""
     # `exec` keeps the shell's pid, recorded so a hung run can be killed.
     return (f"cd {shlex.quote(self.remote_dir)} && echo $$ > {PID_FILE} && "
             f"exec {pin}./{shlex.quote(self.binary_name)} "
             + " ".join(shlex.quote(a) for a in args))
 
-  def run_cell(self, model, runner, threads, delegate, facts=None):
-    command = self.command(model, threads, delegate, facts)
+  def run_cell(self, model, runner, threads, delegate, facts=None,
+               length=None):
+    command = self.command(model, threads, delegate, facts, length)
     self.cell_running = True  # until the shell returns (stop_cell)
     try:
       status, output = self.adb.shell(command, self.settings.timeout_s)
@@ -417,16 +424,34 @@ def _here(names):
 
 def plan(model_names, runners, settings):
   """Cells in measuring order: repeats outermost, so drift (heat) spreads
-  over every configuration instead of hitting one."""
-  return [{"model": m, "runner": r, "delegate": d, "threads": t, "repeat": k}
+  over every configuration instead of hitting one. `length` is None when
+  the models run at their own shape."""
+  return [{"model": m, "runner": r, "delegate": d, "threads": t,
+           "length": n, "repeat": k}
           for k in range(settings.repeats) for m in model_names
+          for n in (settings.lengths or (None,))
           for d in settings.delegates for t in settings.threads
           for r in runners]
 
 
 def _describe(cell):
   return (f"{cell['model']} {cell['runner']} {cell['delegate']} "
-          f"{cell['threads']} threads #{cell['repeat']}")
+          f"{cell['threads']} threads"
+          + (f" L {cell['length']}" if cell.get("length") else "")
+          + f" #{cell['repeat']}")
+
+
+def check_lengths(facts, lengths):
+  """SetupError (one line) unless every model takes `lengths`: only a
+  dynamic-length file can be resized (a fixed one's XNNPACK graph refuses)."""
+  if not lengths:
+    return
+  fixed = [name for name, f in facts.items() if not dynamic_length(f)]
+  if fixed:
+    shape = (facts[fixed[0]].get("inputs") or [{}])[0].get("shape")
+    raise SetupError(
+        f"--lengths: {', '.join(fixed)} has fixed inputs {shape}; time "
+        f"dynamic-length files (convert_tflite's default) or drop --lengths")
 
 
 def run_matrix(target, model_paths, settings, results_dir, argv=(), name=None,
@@ -435,10 +460,12 @@ def run_matrix(target, model_paths, settings, results_dir, argv=(), name=None,
   facts = {}
   for path in model_paths:
     facts[os.path.basename(path)] = model_facts(path)
+  check_lengths(facts, settings.lengths)
   settings_record = dataclasses.asdict(settings)
   settings_record["extra_args"] = list(settings.extra_args)
   settings_record["threads"] = list(settings.threads)
   settings_record["delegates"] = list(settings.delegates)
+  settings_record["lengths"] = list(settings.lengths)
   if binary:
     settings_record["benchmark_binary"] = {
         "path": os.path.abspath(binary), "sha256": file_digests(binary)[0]}
@@ -503,7 +530,7 @@ def _measure(target, model_paths, settings, run, cells, facts, results_dir,
                     thermal=thermal.cell_record(wait, None, policy))
         status, output, command, error = target.run_cell(
             spec["model"], spec["runner"], spec["threads"], spec["delegate"],
-            facts[spec["model"]])
+            facts[spec["model"]], spec["length"])
         cell.update(status=status, error=error, command=command,
                     raw_output=output)
         results.fill_cell(cell, parse_output(output))

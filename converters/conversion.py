@@ -58,7 +58,7 @@ def _features(representative):
 def convert_model(model, head, seq_length, modes, representative=None, *,
                   config=None, fold_nonorm=True, strict_int8=False,
                   allow_select_tf_ops=False, int8_recipe="xnnpack",
-                  dynamic_length=False, log=lambda message: None):
+                  dynamic_length=True, log=lambda message: None):
   """Converts `model` once per entry of `modes`.
 
   Args:

@@ -66,11 +66,12 @@ class ConvertOptions:
       None, "L of the [1, L] inputs (default: task.json's, else "
       f"{QA_MAX_SEQ_LENGTH} for QA, 128 otherwise).")
   dynamic_length: bool = option(
-      False, "Inputs of any length (shape signature [1, -1]) with [1, "
+      True, "Inputs of any length (shape signature [1, -1]) with [1, "
       "--max_seq_length] as the default shape: an app that sizes its inputs "
       "to the text pays for its tokens only; the Task Library answers from "
-      "it as from the fixed file (a classifier reads at most L tokens). "
-      "BUILD_NOTES, \"A dynamic sequence length\".")
+      "it as from a fixed file (a classifier reads at most L tokens). "
+      "--nodynamic_length: inputs [1, L] only. BUILD_NOTES, \"A dynamic "
+      "sequence length\".")
   vocab_file: str | None = option(
       None, "WordPiece vocab.txt (default: task.json's, else "
       "data/vocab/uncased_vocab.txt); refused unless it is the vocabulary "

@@ -13,6 +13,13 @@ process per question spent seconds importing TensorFlow for milliseconds of
 model) and writes answers.json: question, passage, gold answers, the
 twin's answer, its exact match / F1 and its model time. Each passage is
 written under passages/ for the command-line twin.
+
+A dynamic-length model (convert_tflite's default) is asked twice: as the
+app runs it (each window at the smallest multiple of 32 tokens that holds
+it) and at its default length, as a fixed file runs: answers.json keeps
+both answers and model times per question (the better of two runs each,
+so neither pays a first run's set-up) and their medians (`latency`), and
+`dev` scores --dev_questions held-out questions both ways.
 """
 
 import dataclasses
@@ -24,6 +31,7 @@ import sys
 
 from absl import app
 
+from android_bench.qa_app import DEFAULT_THREADS
 from experiments.app_checks import check_app_flags
 from experiments.paths import REPO
 from tfmodels.command_options import define_flags, from_flags, option
@@ -42,6 +50,11 @@ class AppOptions:
   qa_dir: str | None = option(None, "SQuAD-format directory; questions come "
                               "from its dev split.")
   questions: int = option(3, "Questions to ask.")
+  dev_questions: int = option(
+      200, "Dev questions scored through the twin (F1 / exact match), at "
+      "the lengths it picks and at the default length; 0: none.")
+  threads: int = option(DEFAULT_THREADS, "CPU threads of the twin's "
+                        "interpreter (the app's default).")
   output_dir: str | None = option(None, "Where the app's files go.")
   task_library_python: str | None = option(
       None, "Python of the virtual environment holding tflite-support "
@@ -110,25 +123,53 @@ adb push {VOCAB_NAME} /sdcard/Android/data/org.compactbert.qa.app/files/{VOCAB_N
 """
 
 
-def twin(model, vocab=None):
-  """ask(passage, question) -> (answer, timing line) with the app's twin,
-  its model and tokenizer loaded once (`vocab`: checked against the one
-  the model carries, which is used without it; QaAppError)."""
-  from android_bench.qa_app import DEFAULT_THREADS, QaAppError
-  from android_bench.qa_app.answering import (predict, timing_line,
-                                               tokenizer_for)
+def twin(model, vocab=None, threads=DEFAULT_THREADS, fit_length=True):
+  """ask(passage, question) -> Prediction with the app's twin, its model
+  and tokenizer loaded once (`vocab`: checked against the one the model
+  carries, which is used without it; QaAppError). `ask.span_model` is the
+  model; `fit_length` as SpanModel's."""
+  from android_bench.qa_app import QaAppError
+  from android_bench.qa_app.answering import predict, tokenizer_for
   from android_bench.qa_app.span_model import SpanModel
   try:
-    span_model = SpanModel(model, num_threads=DEFAULT_THREADS)
+    span_model = SpanModel(model, num_threads=threads, fit_length=fit_length)
   except QaAppError as e:
     raise QaAppError(f"--model {e}") from None
   tokenizer = tokenizer_for(model, vocab)
 
   def ask(passage, question):
-    prediction = predict(passage, question, tokenizer, span_model)
-    return prediction.answer, timing_line(
-        prediction, span_model.sequence_length, DEFAULT_THREADS)
+    return predict(passage, question, tokenizer, span_model)
+  ask.span_model = span_model
   return ask
+
+
+def timed(ask, question, runs=2):
+  """The prediction of `ask` for `question` whose model time is the least
+  of `runs` (the first run at a new length also sets the interpreter up)."""
+  return min((ask(question["passage"], question["question"])
+              for _ in range(runs)), key=lambda p: p.inference_s)
+
+
+def scores(answers, questions):
+  """(F1, exact match) in points of `answers` (texts) against the gold
+  answers of `questions`."""
+  from tfmodels.data.squad_metrics import exact_match_score, f1_score
+  f1 = [max(f1_score(a, g) for g in q["answers"])
+        for a, q in zip(answers, questions)]
+  em = [max(float(exact_match_score(a, g)) for g in q["answers"])
+        for a, q in zip(answers, questions)]
+  return 100 * sum(f1) / len(f1), 100 * sum(em) / len(em)
+
+
+def dev_scores(asks, questions):
+  """{"questions", and per way of asking (asks: {label: ask}) its F1 and
+  exact match}: the twin's dev score."""
+  result = {"questions": len(questions)}
+  for label, ask in asks.items():
+    answers = [ask(q["passage"], q["question"]).answer for q in questions]
+    result[label] = dict(zip(("f1", "exact_match"),
+                             scores(answers, questions)))
+  return result
 
 
 def ask_task_library(python, model, questions, directory):
@@ -154,19 +195,26 @@ def main(argv):
     sys.exit(f"error: unexpected arguments: {' '.join(argv[1:])}")
   options = from_flags(AppOptions)
   check_app_flags(options, REQUIRED, ("model", "vocab"), "questions")
+  if options.dev_questions < 0 or options.threads < 1:
+    sys.exit("error: --dev_questions must be >= 0 and --threads >= 1")
   python = options.task_library_python
-  from tfmodels.data.squad_metrics import (exact_match_score, f1_score,
-                                           normalize_answer)
+  from tfmodels.data.squad_metrics import normalize_answer
   try:
     questions = pick_questions(options.qa_dir, options.questions)
+    dev = (pick_questions(options.qa_dir, options.dev_questions)
+           if options.dev_questions else [])
   except (squad.SquadError, StopIteration, OSError) as e:
     sys.exit(f"error: --qa_dir {options.qa_dir}: no readable dev split ({e})")
   from android_bench.qa_app import QaAppError
+  from android_bench.qa_app.answering import timing_line
   from converters.metadata import associated_file
   try:  # before anything is written: the model and its vocabulary
-    ask = twin(options.model, options.vocab)
+    ask = twin(options.model, options.vocab, options.threads)
+    fixed = (twin(options.model, options.vocab, options.threads, False)
+             if ask.span_model.dynamic else None)
   except QaAppError as e:
     sys.exit(f"error: {e}")
+  length = ask.span_model.sequence_length
   out = options.output_dir
   os.makedirs(os.path.join(out, "passages"), exist_ok=True)
   model, vocab = os.path.join(out, MODEL_NAME), os.path.join(out, VOCAB_NAME)
@@ -181,14 +229,35 @@ def main(argv):
   answers = []
   for i, q in enumerate(questions, 1):
     write_file(os.path.join(out, "passages", f"{q['id']}.txt"), q["passage"])
-    answer, timing = ask(q["passage"], q["question"])
-    answers.append(dict(
-        q, answer=answer, timing=timing,
-        exact_match=max(float(exact_match_score(answer, g))
-                        for g in q["answers"]),
-        f1=max(f1_score(answer, g) for g in q["answers"])))
-    print(f"[{i}/{len(questions)}] {q['question']}\n    twin: {answer!r}  "
-          f"gold: {q['answers'][0]!r}  ({timing})", flush=True)
+    prediction = timed(ask, q)
+    f1, em = scores([prediction.answer], [q])
+    entry = dict(q, answer=prediction.answer, timing=timing_line(
+        prediction, length, options.threads), exact_match=em / 100,
+                 f1=f1 / 100, lengths=list(prediction.lengths),
+                 model_ms=1e3 * prediction.inference_s)
+    if fixed:
+      at_length = timed(fixed, q)
+      entry.update(fixed_answer=at_length.answer,
+                   fixed_model_ms=1e3 * at_length.inference_s)
+    answers.append(entry)
+    print(f"[{i}/{len(questions)}] {q['question']}\n    twin: "
+          f"{prediction.answer!r}  gold: {q['answers'][0]!r}  "
+          f"({entry['timing']}" + (f"; {entry['fixed_model_ms']:.1f} ms at "
+                                   f"{length}" if fixed else "") + ")",
+          flush=True)
+  latency = _latency(answers, options.threads, length)
+  if latency.get("fixed_median_ms"):
+    print(f"median model time per question: {latency['median_ms']:.2f} ms "
+          f"at the lengths the twin picks, {latency['fixed_median_ms']:.2f} "
+          f"ms at {length} ({100 * latency['share']:.0f}%); "
+          f"{latency['same_answers']} of {len(answers)} answers the same",
+          flush=True)
+  dev_score = dev_scores({"picked": ask, **({"fixed": fixed} if fixed else {})},
+                         dev) if dev else None
+  if dev_score:
+    print(f"dev F1 over {len(dev)} questions through the twin: " + ", ".join(
+        f"{label} {s['f1']:.2f}" for label, s in dev_score.items()
+        if label != "questions"), flush=True)
   task_library = None
   if python:
     try:
@@ -205,7 +274,25 @@ def main(argv):
           "answers the same as the twin's", flush=True)
   write_file(os.path.join(out, ANSWERS), json.dumps(
       {"model": os.path.abspath(options.model), "answers": answers,
-       "task_library": task_library}, indent=2))
+       "latency": latency, "dev": dev_score, "task_library": task_library},
+      indent=2))
+
+
+def _latency(answers, threads, length):
+  """The medians of the questions' model times, at the picked lengths and
+  (a dynamic model) at the default length, and how many answers agree."""
+  import statistics
+  latency = {"threads": threads, "length": length, "median_ms":
+             statistics.median(a["model_ms"] for a in answers)}
+  if answers and "fixed_model_ms" in answers[0]:
+    from tfmodels.data.squad_metrics import normalize_answer
+    latency["fixed_median_ms"] = statistics.median(
+        a["fixed_model_ms"] for a in answers)
+    latency["share"] = latency["median_ms"] / latency["fixed_median_ms"]
+    latency["same_answers"] = sum(
+        normalize_answer(a["answer"]) == normalize_answer(a["fixed_answer"])
+        for a in answers)
+  return latency
 
 
 def run():

@@ -316,6 +316,7 @@ def convert_cells(cells, work_dir, options):
         config=model_config(model, variant, options.peer_config),
         fold_nonorm=_folds(model, variant, options),
         int8_recipe="standard" if model == PEER else "xnnpack",
+        dynamic_length=False,  # Table 7's figures: inputs [1, L], as timed
         log=lambda line: _progress(f"[{model} {variant}] {line}"))
     for cell, path, facts_path, key in todo:
       data, recipe = result.files[cell.mode]

@@ -135,7 +135,8 @@ def config_params(config_file, seq_length):
 
 def latency_rows(out):
   """(runs, rows) of the android_bench runs under OUT/bench/host and
-  OUT/bench/phone: a row per model, mode, threads and delegate."""
+  OUT/bench/phone: a row per model, mode, threads, delegate and length
+  (the one it ran at: `--lengths`', else its own shape's)."""
   from android_bench import report, results
   runs, rows = [], []
   for target in ("host", "phone"):
@@ -149,11 +150,14 @@ def latency_rows(out):
         continue
       runs.append(run)
       for row in report.summarize(run):
+        own = ((run["models"].get(row["model"]) or {}).get("inputs")
+               or [{"shape": [None, None]}])[0]["shape"]
         stem = row["model"].rsplit(".", 1)[0]
         name, _, mode = stem.rpartition("_")
         rows.append({"target": target, "device": (run.get("device") or {})
                      .get("model"), "model": name, "mode": mode,
                      "threads": row["threads"], "delegate": row["delegate"],
+                     "length": row.get("length") or own[-1],
                      "latency_ms": row.get("latency_ms"),
                      "low_ms": row.get("low_ms"),
                      "high_ms": row.get("high_ms"),

@@ -7,8 +7,11 @@ Scripts read report/summary.json:
   metric                 "f1" (QA) or "accuracy" (classification)
   teacher, student       float (the Keras model on dev at the shipped
                          length), int8 (the int8 file on dev), params
-                         (encoder parameters), int8_mb, latency_ms,
-                         threads, max_seq_length; the student also target
+                         (encoder parameters), int8_mb, latency_ms (at
+                         max_seq_length), int8_latency_by_length ([[L, ms],
+                         ...]: the dynamic-length int8 file at each length
+                         timed), threads, max_seq_length; the student also
+                         target
                          (where it was timed), budget (what it was asked to
                          meet), within_budget, split, qat, qat_needed (post-
                          training int8 lost more than QAT_DROP points)
@@ -48,11 +51,20 @@ class ReportOptions:
 define_flags(ReportOptions)
 
 
-def _latency(rows, name, mode, threads):
+def _latency(rows, name, mode, threads, length):
   return next((r["latency_ms"] for r in rows
-               if (r["model"], r["mode"], r["threads"]) == (name, mode,
-                                                            threads)
+               if (r["model"], r["mode"], r["threads"], r["length"]) == (
+                   name, mode, threads, length)
                and r["latency_ms"] is not None), None)
+
+
+def _by_length(rows, name, mode, threads):
+  """[[length, ms], ...] of one file over the lengths the latency step
+  timed, shortest first."""
+  return sorted([r["length"], r["latency_ms"]] for r in rows
+                if (r["model"], r["mode"], r["threads"]) == (name, mode,
+                                                             threads)
+                and r["latency_ms"] is not None and r["length"])
 
 
 def _model(layout, plan, name, model_dir, conversion, rows, int8_name=None):
@@ -69,9 +81,12 @@ def _model(layout, plan, name, model_dir, conversion, rows, int8_name=None):
           "int8_mb": int8_conversion.get("size_mb"),
           "float32_mb": (modes.get("float32") or {}).get("size_mb"),
           "latency_ms": _latency(rows, int8_name or name, "int8",
-                                 plan["threads"]),
+                                 plan["threads"], plan["max_seq_length"]),
           "float32_latency_ms": _latency(rows, name, "float32",
-                                         plan["threads"]),
+                                         plan["threads"],
+                                         plan["max_seq_length"]),
+          "int8_latency_by_length": _by_length(rows, int8_name or name,
+                                               "int8", plan["threads"]),
           "threads": plan["threads"],
           "max_seq_length": plan["max_seq_length"],
           "shape": {k: params.get(k) for k in ("layers", "heads",
@@ -183,6 +198,23 @@ def _share(part, whole):
   return ("-" if part is None or not whole else f"{100 * part / whole:.0f}%")
 
 
+def _length_lines(teacher, student):
+  """The int8 files' latency against the length they run at (an app that
+  sizes its inputs to the text pays the row of its token count)."""
+  times = [dict(side["int8_latency_by_length"] or ())
+           for side in (teacher, student)]
+  lengths = sorted(set(times[0]) | set(times[1]))
+  if len(lengths) < 2:
+    return []
+  return ["Int8 latency against the sequence length the files run at "
+          f"(ms; {student['threads']} thread(s); the files take any length, "
+          f"[1, {student['max_seq_length']}] by default):", "",
+          "| length | " + " | ".join(map(str, lengths)) + " |",
+          "| --- |" + " --- |" * len(lengths),
+          *(f"| {name} | " + " | ".join(_fmt(t.get(n), 2) for n in lengths)
+            + " |" for name, t in zip(("teacher", "student"), times)), ""]
+
+
 def markdown(summary):
   """REPORT.md."""
   t, s, metric = summary["teacher"], summary["student"], summary["metric"]
@@ -216,6 +248,7 @@ def markdown(summary):
       f"| float32 latency, ms | {_fmt(t['float32_latency_ms'], 2)} | "
       f"{_fmt(s['float32_latency_ms'], 2)} |",
       f"| shape | {_shape(t['shape'])} | {_shape(s['shape'])} |", "",
+      *_length_lines(t, s),
       *([f"Post-training int8 lost more than 1 point: quantization-aware "
          f"training gave {_fmt(s['qat_int8'])} against "
          f"{_fmt(s['post_training_int8'])}; the "

@@ -317,8 +317,15 @@ def _add_student(chain):
       "prediction"), layout.student, [layout.carving, teacher])
 
 
+def curve_lengths(max_length):
+  """The lengths the latency step times the files at (multiples of 32 up
+  to 128, 256, then the app's): their latency against length."""
+  return [n for n in (32, 64, 96, 128, 256) if n < max_length] + [max_length]
+
+
 def _add_latency(chain, shipped):
-  """Teacher and student files timed where the budget was set."""
+  """Teacher and student files timed where the budget was set, at
+  `curve_lengths` (the converter writes dynamic-length files)."""
   plan, layout = chain.plan, chain.layout
   name, int8 = shipped, layout.tflite_file(shipped, "int8")
   models = [layout.tflite_file("teacher", m) for m in MODES] + [
@@ -329,6 +336,7 @@ def _add_latency(chain, shipped):
   out = bench_dir(layout, plan)
   chain.add("latency", python_module(
       "android_bench", "run", *target, "--threads", plan.threads,
+      "--lengths", ",".join(map(str, curve_lengths(plan.max_seq_length))),
       "--num_runs", plan.num_runs, "--results_dir", out, "--name",
       plan.target, "--noplot", *models), out,
       [layout.tflite("teacher"), layout.tflite("student"),
@@ -345,8 +353,8 @@ def _add_app(chain, shipped):
   if plan.task == "squad":
     command = python_module(
         "experiments.demo_app", "--model", int8, "--qa_dir", plan.data_dir,
-        "--questions", plan.app_examples, "--output_dir", layout.app,
-        *library)
+        "--questions", plan.app_examples, "--threads", plan.threads,
+        "--output_dir", layout.app, *library)
   else:
     command = python_module(
         "experiments.classifier_app", "--model", int8, "--data_dir",

@@ -214,7 +214,8 @@ def attach(benchmark_binary, serial=None, adb="adb", adb_server_port=None):
 
 # How a candidate's file is made (`_convert`); a new way re-times every
 # shape instead of reusing times of files made the old way.
-RECIPE = 2  # 2: NoNorms with fitted-like scales (_spread_no_norms)
+RECIPE = 3  # 2: NoNorms with fitted-like scales (_spread_no_norms);
+# 3: dynamic-length files (convert_tflite's default), timed at L
 
 
 def _shape(config, head, seq_length):

@@ -143,7 +143,7 @@ def test_host_run_report_and_compare(models, tmp_path):
     assert facts["sha256"] == hashlib.sha256(f.read()).hexdigest()
   assert [t["name"] for t in facts["inputs"]] == ["ids", "mask", "segment_ids"]
   assert facts["inputs"][0] == {"name": "ids", "shape": [1, 32],
-                                "dtype": "int32"}
+                                "shape_signature": [1, 32], "dtype": "int32"}
   # Read from the model's tables; passed to benchmark_model (below).
   assert facts["index_ranges"] == {"ids": [0, 99], "mask": [0, 1],
                                    "segment_ids": [0, 1]}
@@ -217,6 +217,45 @@ def test_host_run_report_and_compare(models, tmp_path):
                                   f"(pass --overwrite)")
 
 
+def test_lengths_time_a_dynamic_model_at_each_length(models, tmp_path):
+  """--lengths: one cell per length, the inputs resized to [1, L] by the
+  tool's own flags (value ranges kept), a length column in the table and
+  latency against length in the PNG; a fixed-length file is refused."""
+  results_dir = str(tmp_path / "results")
+  out = cli("run", "--target=host", "--threads=1", "--lengths=8,64",
+            "--num_runs=3", "--min_secs=0", "--warmup_runs=1",
+            "--benchmark_args=--warmup_min_secs=0",
+            f"--results_dir={results_dir}", models["tiny_qa_dynamic"])
+  assert out.returncode == 0, out.stdout + out.stderr
+  [path] = _runs(results_dir)
+  run = _load(path)
+  assert run["settings"]["lengths"] == [8, 64]
+  assert run["models"]["tiny_qa_dynamic.tflite"]["inputs"][0][
+      "shape_signature"] == [1, -1]
+  cells = {c["length"]: c for c in run["cells"]}
+  assert sorted(cells) == [8, 64]
+  for length, cell in cells.items():
+    assert cell["status"] == "ok", cell["error"]
+    shape = ":".join([f"1,{length}"] * 3)
+    assert cell["command"].endswith(
+        f" --input_layer=ids,mask,segment_ids --input_layer_shape={shape} "
+        "--input_layer_value_range=ids,0,99:mask,0,1:segment_ids,0,1")
+  rows = summarize(run)
+  assert [(r["length"], r["ok"]) for r in rows] == [(8, 1), (64, 1)]
+  assert "| tiny_qa_dynamic.tflite | litert | xnnpack | 1 | 8 |" in out.stdout
+  with open(path[:-len(".json")] + ".png", "rb") as f:
+    assert f.read(8) == b"\x89PNG\r\n\x1a\n"
+  from android_bench.report import plot_lengths
+  assert plot_lengths([run], str(tmp_path / "lengths.png")) == 1
+
+  fixed = cli("run", "--target=host", "--lengths=8",
+              f"--results_dir={tmp_path / 'fixed'}", models["tiny_qa"])
+  assert fixed.returncode != 0
+  assert fixed.stderr.strip() == (
+      "error: --lengths: tiny_qa.tflite has fixed inputs [1, 32]; time "
+      "dynamic-length files (convert_tflite's default) or drop --lengths")
+
+
 def test_host_timeout_and_pinning_with_a_user_binary(models, tmp_path):
   """A host benchmark_model (here a script around ours that hangs on one
   model) runs beside the litert runner; the hung cell times out, the others
@@ -273,6 +312,13 @@ def test_host_timeout_and_pinning_with_a_user_binary(models, tmp_path):
       "tests"], "error: --throttled_status 0: give 1 (light) .. 6 (shutdown)"),
     (["run", "--target=host", "--cool_poll_s=0", "tests"],
      "error: --cool_poll_s 0: give seconds > 0"),
+    (["run", "--target=host", "--lengths=64,x", "tests"],
+     "error: --lengths 64,x: give integers"),
+    (["run", "--target=host", "--lengths=0", "tests"],
+     "error: --lengths: give sequence lengths >= 1"),
+    (["run", "--target=host", "--lengths=64",
+      "--benchmark_args=--input_layer=ids", "tests"],
+     "error: --lengths sets the inputs' shapes: drop the --input_layer flags"),
     (["run", "--target=host", "tests/fixtures/checkpoints"],
      "error: no .tflite files in tests/fixtures/checkpoints"),
     (["run", "--target=adb", "--adb=/nonexistent/adb",

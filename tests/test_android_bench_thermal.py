@@ -143,7 +143,8 @@ class ScriptedTarget:
     readings = self.phases[min(self.cells_run, len(self.phases) - 1)]
     return readings.pop(0) if len(readings) > 1 else readings[0]
 
-  def run_cell(self, model, runner, threads, delegate, facts=None):
+  def run_cell(self, model, runner, threads, delegate, facts=None,
+               length=None):
     self.cells_run += 1
     return "ok", self.output, f"./benchmark_model --graph={model}", None
 

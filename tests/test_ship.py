@@ -13,7 +13,7 @@ import pytest
 
 from android_bench.qa_app import SEQUENCE_LENGTH
 from experiments.paths import TASK_LIBRARY_PYTHON
-from experiments.ship_steps import Layout, Plan, build_steps
+from experiments.ship_steps import Layout, Plan, build_steps, curve_lengths
 
 FIXTURES = os.path.join(os.path.dirname(__file__), "fixtures", "checkpoints")
 QA_TEACHER = os.path.join(FIXTURES, "ship_qa")
@@ -71,6 +71,12 @@ def _check_summary(summary, out, metric):
   assert student["params"] < summary["teacher"]["params"]
   assert student["latency_ms"] > 0 and student["threads"] == 1
   assert student["target"] == "host"
+  # The shipped files take any length: timed at each of curve_lengths,
+  # the headline time being the app's length's.
+  for side in (student, summary["teacher"]):
+    by_length = dict(side["int8_latency_by_length"])
+    assert sorted(by_length) == curve_lengths(student["max_seq_length"])
+    assert by_length[student["max_seq_length"]] == side["latency_ms"]
   assert os.path.isfile(summary["assets"]["tflite"])
   rows = summary["search"]["rows"]
   assert len(rows) == 8 and sum(r["chosen"] for r in rows) == 1
@@ -88,6 +94,7 @@ def _check_summary(summary, out, metric):
   with open(Layout(out).report) as f:
     report = f.read()
   assert "## The split search" in report and "| all steps" in report
+  assert "Int8 latency against the sequence length" in report
 
 
 def test_a_hugging_face_qa_teacher_ships_to_the_app(qa_data, tmp_path):

@@ -32,10 +32,12 @@ class SpanModel:
     num_threads: int, CPU threads of the interpreter.
     signature_key: str or None; None takes the model's only signature (or
       `serving_default` among several).
+    fit_length: bool; False runs a dynamic model at its default length, as
+      a fixed one (the time the app would pay without sizing windows).
   """
 
   def __init__(self, model_path, num_threads=DEFAULT_THREADS,
-               signature_key=None):
+               signature_key=None, fit_length=True):
     from ai_edge_litert.interpreter import Interpreter
     self.model_path = str(model_path)
     try:
@@ -70,11 +72,12 @@ class SpanModel:
     self.sequence_length = shapes["ids"][1]
     signature = details["ids"].get("shape_signature")
     self.dynamic = signature is not None and list(signature) == [1, -1]
+    self.fits = self.dynamic and fit_length
     self.last_latency_s = self.last_length = None
 
   def window_length(self, tokens):
     """The length a window with `tokens` real tokens runs at."""
-    if not self.dynamic:
+    if not self.fits:
       return self.sequence_length
     steps = -(-max(int(tokens), 1) // WINDOW_STEP)
     return min(self.sequence_length, steps * WINDOW_STEP)
@@ -96,21 +99,31 @@ class SpanModel:
     raise QaAppError(f"{self.model_path}: several signatures "
                       f"{sorted(signatures)}; name one")
 
+  def feed(self, ids, mask, segment_ids):
+    """One window's inputs as the model runs them: {name: int32 [1, n]},
+    n = `window_length` of its real tokens (the rest is masked padding)."""
+    length = (self.window_length(np.count_nonzero(mask)) if self.fits
+              else len(ids))
+    return {name: np.asarray(value, np.int32).reshape(1, -1)[:, :length]
+            for name, value in zip(INPUT_NAMES, (ids, mask, segment_ids))}
+
   def __call__(self, ids, mask, segment_ids):
     """One window: int arrays [L] -> (start_logits, end_logits) float32 [L].
-    A dynamic model runs the window's first `window_length` tokens only
-    (the rest is masked padding); their logits come back padded to [L]
-    with PADDING_LOGIT."""
-    full = len(ids)
-    length = (self.window_length(np.count_nonzero(mask)) if self.dynamic
-              else full)
-    feed = {name: np.asarray(value, np.int32).reshape(1, -1)[:, :length]
-            for name, value in zip(INPUT_NAMES, (ids, mask, segment_ids))}
+    A dynamic model runs the window's first `window_length` tokens only;
+    their logits come back padded to [L] (`padded`)."""
+    feed = self.feed(ids, mask, segment_ids)
     begin = time.perf_counter()
     out = self._runner(**feed)
     self.last_latency_s = time.perf_counter() - begin
-    self.last_length = length
-    return tuple(
-        np.pad(np.asarray(out[name], np.float32).reshape(-1),
-               (0, full - length), constant_values=PADDING_LOGIT)
-        for name in ("start_logits", "end_logits"))
+    self.last_length = feed["ids"].shape[1]
+    return padded(out, len(ids))
+
+
+def padded(outputs, full):
+  """(start_logits, end_logits) of a window's run, float32 [full]: the
+  positions it did not run get PADDING_LOGIT."""
+  return tuple(
+      np.pad(np.asarray(outputs[name], np.float32).reshape(-1),
+             (0, full - np.asarray(outputs[name]).size),
+             constant_values=PADDING_LOGIT)
+      for name in OUTPUT_NAMES)
