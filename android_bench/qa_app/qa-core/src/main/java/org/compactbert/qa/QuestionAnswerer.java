@@ -1,5 +1,6 @@
 package org.compactbert.qa;
 
+import java.util.Arrays;
 import java.util.List;
 
 /**
@@ -43,12 +44,19 @@ public final class QuestionAnswerer {
     private final int windows;
     private final long inferenceNanos;
     private final long totalNanos;
+    private final int[] lengths;
 
-    Result(Answer answer, int windows, long inferenceNanos, long totalNanos) {
+    Result(Answer answer, int windows, long inferenceNanos, long totalNanos, int[] lengths) {
       this.answer = answer;
       this.windows = windows;
       this.inferenceNanos = inferenceNanos;
       this.totalNanos = totalNanos;
+      this.lengths = lengths;
+    }
+
+    /** The length each window ran at (L on a fixed-length model). */
+    public int[] lengths() {
+      return lengths.clone();
     }
 
     public Answer answer() {
@@ -78,14 +86,27 @@ public final class QuestionAnswerer {
     int length = runner.sequenceLength();
     float[][] start = new float[windows.size()][length];
     float[][] end = new float[windows.size()][length];
+    int[] lengths = new int[windows.size()];
     long inference = 0;
     for (int w = 0; w < windows.size(); w++) {
       QaFeature f = windows.get(w);
+      int n = runner.dynamicLength() ? WindowLength.of(WindowLength.tokens(f.inputMask()), length)
+          : length;
+      lengths[w] = n;
+      float[] s = n == length ? start[w] : new float[n];
+      float[] e = n == length ? end[w] : new float[n];
       long t = System.nanoTime();
-      runner.run(f.inputIds(), f.inputMask(), f.segmentIds(), start[w], end[w]);
+      runner.run(Arrays.copyOf(f.inputIds(), n), Arrays.copyOf(f.inputMask(), n),
+          Arrays.copyOf(f.segmentIds(), n), s, e);
       inference += System.nanoTime() - t;
+      if (n < length) {  // what the window did not run can never be a start or an end
+        System.arraycopy(s, 0, start[w], 0, n);
+        System.arraycopy(e, 0, end[w], 0, n);
+        Arrays.fill(start[w], n, length, WindowLength.PADDING_LOGIT);
+        Arrays.fill(end[w], n, length, WindowLength.PADDING_LOGIT);
+      }
     }
     Answer answer = decoder.decode(passage, windows, start, end);
-    return new Result(answer, windows.size(), inference, System.nanoTime() - begin);
+    return new Result(answer, windows.size(), inference, System.nanoTime() - begin, lengths);
   }
 }

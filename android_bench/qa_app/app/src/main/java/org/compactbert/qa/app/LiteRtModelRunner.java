@@ -17,6 +17,9 @@ import org.tensorflow.lite.Tensor;
  * in; {@code start_logits}, {@code end_logits} out), never by position: a converted model may list
  * {@code segment_ids} before {@code mask}, and feeding them swapped gives confident nonsense.
  * A model without these names is refused with a message that lists the names it has.
+ *
+ * <p>A dynamic-length model (shape signature {@code [1, -1]}, convert_tflite's default) is fed
+ * arrays of each window's run length; {@code runSignature} resizes its inputs to them.
  */
 final class LiteRtModelRunner implements ModelRunner {
   static final String[] INPUTS = {"ids", "mask", "segment_ids"};
@@ -25,11 +28,12 @@ final class LiteRtModelRunner implements ModelRunner {
   private final Interpreter interpreter;
   private final String signatureKey;
   private final int length;
-  private final int[][] ids;
-  private final int[][] mask;
-  private final int[][] segments;
-  private final float[][] start;
-  private final float[][] end;
+  private final boolean dynamic;
+  private int[][] ids;
+  private int[][] mask;
+  private int[][] segments;
+  private float[][] start;
+  private float[][] end;
   private final Map<String, Object> inputs = new HashMap<>();
   private final Map<String, Object> outputs = new HashMap<>();
 
@@ -56,15 +60,21 @@ final class LiteRtModelRunner implements ModelRunner {
         }
       }
       length = shape[1];
+      dynamic = Arrays.equals(idsTensor.shapeSignature(), new int[] {1, -1});
     } catch (RuntimeException e) {
       interpreter.close();
       throw e;
     }
-    ids = new int[1][length];
-    mask = new int[1][length];
-    segments = new int[1][length];
-    start = new float[1][length];
-    end = new float[1][length];
+    buffers(length);
+  }
+
+  /** Input and output arrays of one run length, in the signature's maps. */
+  private void buffers(int n) {
+    ids = new int[1][n];
+    mask = new int[1][n];
+    segments = new int[1][n];
+    start = new float[1][n];
+    end = new float[1][n];
     inputs.put("ids", ids);
     inputs.put("mask", mask);
     inputs.put("segment_ids", segments);
@@ -99,14 +109,27 @@ final class LiteRtModelRunner implements ModelRunner {
   }
 
   @Override
+  public boolean dynamicLength() {
+    return dynamic;
+  }
+
+  @Override
   public void run(int[] inputIds, int[] inputMask, int[] segmentIds, float[] startLogits,
       float[] endLogits) {
-    System.arraycopy(inputIds, 0, ids[0], 0, length);
-    System.arraycopy(inputMask, 0, mask[0], 0, length);
-    System.arraycopy(segmentIds, 0, segments[0], 0, length);
+    int n = inputIds.length;
+    if (n != ids[0].length) {
+      if (!dynamic && n != length) {
+        throw new IllegalArgumentException("a window of " + n + " tokens for a model of length "
+            + length);
+      }
+      buffers(n);
+    }
+    System.arraycopy(inputIds, 0, ids[0], 0, n);
+    System.arraycopy(inputMask, 0, mask[0], 0, n);
+    System.arraycopy(segmentIds, 0, segments[0], 0, n);
     interpreter.runSignature(inputs, outputs, signatureKey);
-    System.arraycopy(start[0], 0, startLogits, 0, length);
-    System.arraycopy(end[0], 0, endLogits, 0, length);
+    System.arraycopy(start[0], 0, startLogits, 0, n);
+    System.arraycopy(end[0], 0, endLogits, 0, n);
   }
 
   /** Native time of the last window, in nanoseconds (null before the first run). */

@@ -248,9 +248,13 @@ public final class MainActivity extends Activity {
           Spannable.SPAN_EXCLUSIVE_EXCLUSIVE);
       passageView.setSelection(answer.start());  // scrolls the answer into view
     }
+    int longest = 0;  // a dynamic-length model runs each window at its own length
+    for (int n : result.lengths()) {
+      longest = Math.max(longest, n);
+    }
     statsView.setText(String.format(Locale.US, getString(R.string.stats),
         result.inferenceNanos() / 1e6, result.windows(), result.totalNanos() / 1e6,
-        sequenceLength));
+        longest > 0 ? longest : sequenceLength));
   }
 
   private void clearHighlight() {
