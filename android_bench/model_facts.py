@@ -107,8 +107,10 @@ def dynamic_length(facts):
       for t in inputs)
 
 
-# Ops that pass integer ids through unchanged in value (their data input is 0).
-_PASS_THROUGH = ("CAST", "RESHAPE", "SQUEEZE", "EXPAND_DIMS", "IDENTITY")
+# Ops that pass integer ids through unchanged in value (their data input is
+# 0); a dynamic-length classifier slices its inputs to L first.
+_PASS_THROUGH = ("CAST", "RESHAPE", "SQUEEZE", "EXPAND_DIMS", "IDENTITY",
+                 "STRIDED_SLICE", "SLICE")
 
 
 def index_ranges(ops, tensors, inputs):

@@ -162,10 +162,11 @@ def plot_sizes(summary, path):
   return save_figure(fig, path)
 
 
-def plot_latency(bench_runs, path):
+def plot_lengths(bench_runs, path):
+  """The QA files' latency against the length they run at."""
   if not bench_runs:
     return None
-  from android_bench.report import plot_latency as draw
+  from android_bench.report import plot_lengths as draw
   return path if draw(bench_runs, path) else None
 
 
@@ -261,6 +262,15 @@ def highlights(summary):
     lines.append(f"The app's Python twin answered {right:.0f} of "
                  f"{len(app_['answers'])} held-out questions exactly "
                  "(see the app section).")
+    latency = app_.get("latency") or {}
+    if latency.get("fixed_median_ms"):
+      lines.append(
+          f"Run as the app runs them (each window at the smallest multiple "
+          f"of 32 tokens that holds it), those questions take "
+          f"{latency['median_ms']:.2f} ms of int8 model time at the median, "
+          f"{100 * latency['share']:.0f}% of the "
+          f"{latency['fixed_median_ms']:.2f} ms they take at "
+          f"L = {latency['length']} ({latency['threads']} thread(s)).")
   return lines
 
 
@@ -402,20 +412,70 @@ def _latency(summary, show):
   """Every benchmark cell; why there is no phone, if there is none."""
   plan = summary["plan"]
   rows = [[r["target"] + (f" ({r['device']})" if r["device"] else ""),
-           r["model"], r["mode"], r["threads"], r["delegate"],
+           r["model"], r["mode"], r["threads"], r["delegate"], r["length"],
            _fmt(r["latency_ms"], 3),
            "n/a" if r["low_ms"] is None else
            f"{r['low_ms']:.3f}..{r['high_ms']:.3f}", r["status"]]
           for r in summary["latency"]]
-  doc = ["## Latency\n", show("latency", "latency"),
-         _table(["where", "model", "mode", "threads", "delegate",
+  doc = ["## Latency\n",
+         "Every file at the app's length (XNNPACK; the files take any "
+         "length, this one by default):\n",
+         _table(["where", "model", "mode", "threads", "delegate", "length",
                  "median ms", "p5..p95 ms", "status"], rows)]
+  doc += _length_curve(summary, show) + _questions_latency(summary)
   if not plan.get("phone"):
     doc.append(f"\nNo phone benchmark: {plan.get('no_phone')}. With a phone "
                "in `adb devices`, run the demo into another `--output_dir` "
                "with `--benchmark_binary "
                "PATH/TO/android_aarch64_benchmark_model`.\n")
   return doc
+
+
+def _length_curve(summary, show):
+  """The QA files' median ms at each length ship timed them at."""
+  rows = [r for r in summary.get("latency_by_length") or ()
+          if r["model"].endswith("_qa") and r["latency_ms"] is not None]
+  lengths = sorted({r["length"] for r in rows})
+  if len(lengths) < 2:
+    return []
+  files = list(dict.fromkeys((r["model"], r["mode"]) for r in rows))
+  ms = {(r["model"], r["mode"], r["length"]): r["latency_ms"] for r in rows}
+  return ["\n### Latency against length\n",
+          f"The QA files timed by `android_bench run --lengths "
+          f"{','.join(map(str, lengths))}` ({_where(summary)}): what a "
+          "question costs at the length it runs at.\n",
+          show("lengths", "latency against sequence length"),
+          _table(["model", "mode"] + [f"L = {n}" for n in lengths],
+                 [[m, mode] + [_fmt(ms.get((m, mode, n)), 2)
+                               for n in lengths] for m, mode in files])]
+
+
+def _questions_latency(summary):
+  """The demo's questions as the app runs them: each window at the
+  smallest multiple of 32 tokens that holds it, against the default
+  length, on the same file (demo_app's `latency` and `dev`)."""
+  app_ = summary["app"] or {}
+  latency, dev = app_.get("latency") or {}, app_.get("dev") or {}
+  if not latency.get("fixed_median_ms"):
+    return []
+  windows = sorted({n for a in app_["answers"] for n in a.get("lengths", ())})
+  lines = ["\n### The demo's questions as the app runs them\n",
+           f"The app's twin ran the shipped int8 QA file on the "
+           f"{len(app_['answers'])} demo questions ({latency['threads']} "
+           f"thread(s), host; each question's model time the better of two "
+           f"runs): median **{latency['median_ms']:.2f} ms** per question "
+           f"with each window at the smallest multiple of 32 tokens that "
+           f"holds it (windows of {'/'.join(map(str, windows))} tokens), "
+           f"against {latency['fixed_median_ms']:.2f} ms at "
+           f"L = {latency['length']}: **{100 * latency['share']:.0f}%** of "
+           f"the fixed-length time. {latency['same_answers']} of "
+           f"{len(app_['answers'])} answers are the same both ways."]
+  if dev.get("fixed"):
+    lines.append(f"Dev F1 through the twin over {dev['questions']} "
+                 f"questions: {dev['picked']['f1']:.2f} at the picked "
+                 f"lengths, {dev['fixed']['f1']:.2f} at L = "
+                 f"{latency['length']}.")
+  return [lines[0], " ".join(lines[1:]) + "\n"]
 
 
 def _sizes(show):
@@ -546,7 +606,7 @@ def write_report(out):
       "losses": plot_losses(summary, path("loss_curves.png")),
       "tasks": plot_tasks(summary, path("task_metrics.png")),
       "quantization": plot_quantization(summary, path("float_vs_int8.png")),
-      "latency": plot_latency(bench_runs, path("latency.png")),
+      "lengths": plot_lengths(bench_runs, path("lengths.png")),
       "sizes": plot_sizes(summary, path("model_sizes.png"))}
   summary["figures"] = {k: v and os.path.relpath(v, out)
                         for k, v in figures.items()}

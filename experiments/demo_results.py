@@ -91,7 +91,7 @@ def collect(out):
       entry["carving"] = {task: carving_facts(out, task)
                           for task in TASKS}
     models[m] = entry
-  conversions, latency, bench_runs, steps = {}, [], [], []
+  conversions, by_length, bench_runs, steps = {}, [], [], []
   for task in TASKS:
     ship = layout.ship(task)
     for name in SHIP_NAMES:
@@ -100,7 +100,7 @@ def collect(out):
         conversions[demo_name(name, task)] = conversion_summary(report)
     runs, rows = latency_rows(ship.out)
     bench_runs += runs if task == "qa" else []
-    latency += [dict(r, model=demo_name(r["model"], task)) for r in rows]
+    by_length += [dict(r, model=demo_name(r["model"], task)) for r in rows]
     ship_plan = read_json(ship.plan) or {}
     steps += [dict(s, stage=task, **read_marker(s["output"]))
               for s in ship_plan.get("steps", [])]
@@ -112,13 +112,25 @@ def collect(out):
                                                STUDENT_RECORD, "phone",
                                                "no_phone", "task_data")},
              "steps": steps, "models": models, "conversions": conversions,
-             "latency": latency, "app": app_answers,
+             "latency": at_app_length(by_length),
+             "latency_by_length": by_length, "app": app_answers,
              "spam_app": spam_app.get("summary")}
   spam = (plan.get("task_data") or {}).get("spam")
   summary["plan"]["spam_dev_rows"] = tsv_rows(spam, "dev") if spam else None
   summary["verdict"] = verdict(summary)
   summary["teacher_vs_student"] = teacher_vs_student(summary)
   return summary, bench_runs
+
+
+def at_app_length(rows):
+  """The latency rows at each file's own length (the app's: ship times
+  the dynamic-length files at several, the longest being the default)."""
+  longest = {}
+  for r in rows:
+    key = (r["target"], r["model"], r["mode"], r["threads"], r["delegate"])
+    longest[key] = max(longest.get(key, 0), r["length"] or 0)
+  return [r for r in rows if (r["length"] or 0) == longest[
+      (r["target"], r["model"], r["mode"], r["threads"], r["delegate"])]]
 
 
 # ------------------------------------------------------------ the verdict

@@ -342,11 +342,13 @@ def test_tiny_demo_end_to_end(tmp_path):
                   "## Model sizes", "## The Android app", "## Steps",
                   "**Teacher vs carved student.**",
                   "**Does the carved student keep 90% of the teacher's QA "
-                  "F1?**", "experiments.ship --heads 6 --widths 512"):
+                  "F1?**", "experiments.ship --heads 6 --widths 512",
+                  "### Latency against length",
+                  "### The demo's questions as the app runs them"):
     assert section in report, section
   summary = json.loads((out / "report" / "summary.json").read_text())
   assert set(summary["figures"]) == {"losses", "tasks", "quantization",
-                                     "latency", "sizes"}
+                                     "lengths", "sizes"}
   for key, figure in summary["figures"].items():
     assert figure, f"no {key} figure"
     assert f"]({figure})" in report
@@ -418,6 +420,12 @@ def test_tiny_demo_end_to_end(tmp_path):
   assert {(r["model"], r["mode"]) for r in summary["latency"]} == {
       (n, m) for n in converted for m in ("float32", "int8")}
   assert {r["status"] for r in summary["latency"]} == {"ok"}
+  # The dynamic-length files at each of ship's curve lengths; the table's
+  # rows at the app's length (QA 384, spam 128).
+  assert {(r["model"], r["length"]) for r in summary["latency"]} == {
+      (n, 384 if n.endswith("_qa") else 128) for n in converted}
+  assert {r["length"] for r in summary["latency_by_length"]
+          if r["model"] == "carved_qa"} == {32, 64, 96, 128, 256, 384}
 
   # The app's files and the twin's answers.
   assets = out / "qa" / "app_assets"
@@ -432,6 +440,10 @@ def test_tiny_demo_end_to_end(tmp_path):
     assert a["question"].startswith("Which word means")
     assert isinstance(a["answer"], str) and "window(s)" in a["timing"]
     assert 0 <= a["f1"] <= 1
+    # Each window at the smallest multiple of 32 holding it, and the same
+    # question at the default length on the same file.
+    assert all(n % 32 == 0 and n <= 384 for n in a["lengths"])
+    assert a["model_ms"] > 0 and a["fixed_model_ms"] > 0
   assert summary["spam_app"]["texts"] == plan["sizes"]["questions"]
   # The Task Library's BertQuestionAnswerer read the app's model and
   # BertNLClassifier the spam student's (make setup installs it; CI
