@@ -489,7 +489,7 @@ def qat_reference(options, p, ref):
 
 def convert_modes(options, p, ref):
   """{mode: (bytes of the final file, its measurements)}."""
-  from converters import (contract, conversion, metadata,
+  from converters import (contract, conversion, gpu_delegate, metadata,
                           representative, validate)
   expected = {k: (1,) + v.shape[1:] for k, v in ref.outputs.items()}
   dataset = ref.calibration and representative.calibration_dataset(
@@ -528,6 +528,8 @@ def convert_modes(options, p, ref):
         data, ref.outputs, ref.inputs, ref.task, options.eval_split,
         options.num_threads, ref.shorter)
     result_of_mode.update(file=p.files[mode][0], contract=facts)
+    if mode in gpu_delegate.FLOAT_MODES:
+      result_of_mode["gpu_delegate"] = gpu_delegate.gpu_delegate_report(data)
     converted[mode] = (data, result_of_mode)
   return converted
 

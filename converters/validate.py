@@ -1,7 +1,8 @@
 """The validation report: is the converted model still the Keras model?
 
 For each mode it records the ops (and which still compute in float), the
-size, how much of the graph XNNPACK takes on the host, max / mean |TFLite -
+size, how much of the graph XNNPACK takes on the host (and, for float
+files, what the GPU delegate's rules refuse), max / mean |TFLite -
 Keras| on real inputs, and the task metric on a dev set next to the Keras
 model's. `failures` lists what breaks the thresholds; the command refuses to
 leave a model behind when there are any. JSON for machines, Markdown for
@@ -232,6 +233,30 @@ def _substitution_lines(facts):
   return lines
 
 
+def _gpu_lines(gpu):
+  """A float mode's GPU-delegate bullet: the ops the delegate's rules leave
+  to the CPU (converters/gpu_delegate.py), and how much of the graph its
+  default single partition then holds."""
+  if not gpu["refused"]:
+    lines = [f"- GPU delegate ({gpu['rules']} rules): all "
+             f"{gpu['total_nodes']} ops supported"]
+  else:
+    parts = gpu["gpu_partitions"]
+    weights = gpu.get("weights_dequantize")
+    lines = [f"- GPU delegate ({gpu['rules']} rules): "
+             f"{gpu['gpu_nodes']} of {gpu['total_nodes']} nodes in the one "
+             f"partition it takes by default ({parts} partition"
+             f"{'s' if parts != 1 else ''}"
+             + (f"; {weights} DEQUANTIZE of float16 weights it reads "
+                "directly" if weights else "") + "); it cannot take:"]
+    lines += [f"  - {r['op']} {r['count']}: {r['reason']} ({r['where']})"
+              for r in gpu["refused"]]
+  if gpu.get("dynamic_shapes"):
+    lines.append("  - dynamic shapes: the delegate runs at the length the "
+                 "interpreter is allocated at and rebuilds at each resize")
+  return lines
+
+
 def markdown(report):
   """The report as Markdown: a summary table, then ops per mode."""
   lines = [f"# Conversion report: {report.get('name', 'model')}", ""]
@@ -277,6 +302,8 @@ def markdown(report):
     if r.get("xnnpack"):
       lines.append("- not taken by XNNPACK: "
                    f"{_histogram(r['xnnpack']['not_delegated'])}")
+    if r.get("gpu_delegate"):
+      lines += _gpu_lines(r["gpu_delegate"])
     short = r.get("shorter_length")
     if short:
       lines.append(f"- at L = {short['length']} too (the file takes any "

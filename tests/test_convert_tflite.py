@@ -110,6 +110,22 @@ def test_every_mode_converts_with_contract_and_metric(converted):
   markdown = (out / "qa_report.md").read_text()
   for mode in MODES:
     assert f"| {mode} | " in markdown
+  # The float files' GPU-delegate report (issue 41): what the delegate's
+  # rules leave to the CPU, with a reason and where it sits in the graph.
+  for mode in ("float32", "float16"):
+    gpu = report["modes"][mode]["gpu_delegate"]
+    assert gpu["rules"] == "LiteRT 1.4.1 GPU delegate"
+    assert gpu["dynamic_shapes"] is True
+    assert 0 < gpu["gpu_nodes"] <= gpu["total_nodes"]
+    assert gpu["total_nodes"] == sum(report["modes"][mode]["ops"].values())
+    assert all(r["count"] > 0 and r["reason"] and r["where"]
+               for r in gpu["refused"])
+    section = markdown.split(f"## {mode}\n")[1].split("\n## ")[0]
+    assert "- GPU delegate (LiteRT 1.4.1 GPU delegate rules): " in section
+  assert {"op": "SHAPE", "count": 1, "where": "before the GPU graph",
+          "reason": "not in the GPU delegate's op list"} in (
+              report["modes"]["float32"]["gpu_delegate"]["refused"])
+  assert "gpu_delegate" not in report["modes"]["int8"]
   assert "- NoNorm folding: " in markdown
   assert "- passed" in markdown
 

@@ -170,7 +170,10 @@ class SpanHead(keras.layers.Layer):
 
   def call(self, sequence_output):
     logits = self.dense(sequence_output)
-    return {"start_logits": logits[..., 0], "end_logits": logits[..., 1]}
+    # One UNPACK, which TFLite's GPU delegate takes; two shrinking slices
+    # (logits[..., 0]) it refuses (converters/gpu_delegate.py).
+    start, end = tf.unstack(logits, axis=-1)
+    return {"start_logits": start, "end_logits": end}
 
   def get_config(self):
     config = super().get_config()
