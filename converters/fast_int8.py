@@ -124,8 +124,8 @@ def grow_islands(calibrated, denied):
   grown = set(denied)
   for graph in model.subgraphs:
     name = lambda op: _text(graph.tensors[op.outputs[0]].name)
-    light = [op for op in graph.operators
-             if op.outputs and _op_name(model, op) not in _KEEP_INT8_OPS]
+    light = [op for op in graph.operators  # outputs: a numpy array
+             if len(op.outputs) and _op_name(model, op) not in _KEEP_INT8_OPS]
     index = {id(op): i for i, op in enumerate(light)}
     producer = {t: op for op in light for t in op.outputs}
     parent = list(range(len(light)))

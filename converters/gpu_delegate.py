@@ -408,6 +408,19 @@ def _partitions(nodes, supported):
   return sizes
 
 
+# What a refused op costs where it sits: why one outside the GPU graph is
+# left as it is (the converter's rewrites go after those inside it).
+WHERE_MEANS = {
+    "before the GPU graph": "stays: the CPU runs it first and hands the GPU "
+                            "graph its result (the embedding lookup of the "
+                            "ids, a dynamic length's shape arithmetic)",
+    "after the GPU graph": "stays: the CPU runs it on what the GPU graph "
+                           "returns",
+    "inside: splits the GPU graph": "costs a GPU -> CPU -> GPU round trip "
+                                    "per inference: a rewrite should avoid it",
+    "no GPU op around it": "stays: nothing around it runs on the GPU"}
+
+
 def _where(graph, index, supported):
   """Whether the GPU graph runs before and after a refused node."""
   def reaches(start, step):
@@ -463,7 +476,8 @@ def gpu_delegate_report(model):
   groups = collections.Counter(
       (graph.nodes[i].op, reason, _where(graph, i, supported))
       for i, reason in reasons.items() if reason)
-  refused = [{"op": op, "count": count, "reason": reason, "where": where}
+  refused = [{"op": op, "count": count, "reason": reason, "where": where,
+              "means": WHERE_MEANS[where]}
              for (op, reason, where), count in sorted(
                  groups.items(), key=lambda item: (-item[1], item[0]))]
   return {"rules": RULES, "total_nodes": len(graph.nodes),

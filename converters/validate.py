@@ -249,8 +249,8 @@ def _gpu_lines(gpu):
              f"{'s' if parts != 1 else ''}"
              + (f"; {weights} DEQUANTIZE of float16 weights it reads "
                 "directly" if weights else "") + "); it cannot take:"]
-    lines += [f"  - {r['op']} {r['count']}: {r['reason']} ({r['where']})"
-              for r in gpu["refused"]]
+    lines += [f"  - {r['op']} {r['count']}: {r['reason']} ({r['where']}; "
+              f"{r['means']})" for r in gpu["refused"]]
   if gpu.get("dynamic_shapes"):
     lines.append("  - dynamic shapes: the delegate runs at the length the "
                  "interpreter is allocated at and rebuilds at each resize")

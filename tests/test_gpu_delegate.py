@@ -127,7 +127,8 @@ def test_a_2d_residual_add_splits_the_gpu_graph_and_matmul_avoids_it():
       "op": "ADD", "count": 1, "where": "inside: splits the GPU graph",
       "reason": "broadcasts [8, 16] with [1, 8, 16]: the delegate broadcasts "
                 "a lower rank only into 4-D ([1, H, W, C] with 3-D, [1, 1] "
-                "or [B, C])"}]
+                "or [B, C])",
+      "means": gpu_delegate.WHERE_MEANS["inside: splits the GPU graph"]}]
   # RESHAPE -> FULLY_CONNECTED | ADD | FULLY_CONNECTED -> SOFTMAX
   assert report["total_nodes"] == 5
   assert (report["gpu_nodes"], report["gpu_partitions"]) == (2, 2)
@@ -217,7 +218,8 @@ def test_the_markdown_report_lists_them_per_float_mode():
           "in the one partition it takes by default (2 partitions); it "
           "cannot take:\n  - ADD 1: broadcasts [8, 16] with [1, 8, 16]"
           in float32)
-  assert "(inside: splits the GPU graph)" in float32
+  assert ("(inside: splits the GPU graph; costs a GPU -> CPU -> GPU round "
+          "trip per inference: a rewrite should avoid it)") in float32
   assert "GPU delegate" not in int8
   modes["float32"]["gpu_delegate"] = dict(gpu, refused=[])
   assert ("- GPU delegate (LiteRT 1.4.1 GPU delegate rules): all 5 ops "
