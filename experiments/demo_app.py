@@ -34,6 +34,7 @@ from absl import app
 from android_bench.qa_app import DEFAULT_THREADS
 from experiments.app_checks import check_app_flags
 from experiments.paths import REPO
+from experiments.qa_questions import pick_questions, same_answers, scores
 from tfmodels.command_options import define_flags, from_flags, option
 from tfmodels.data import squad
 from tfmodels.process_lifetime import die_with_parent
@@ -67,21 +68,6 @@ REQUIRED = ("model", "qa_dir", "output_dir")
 
 MODEL_NAME, VOCAB_NAME = "qa_model.tflite", "vocab.txt"
 ANSWERS = "answers.json"
-
-
-def pick_questions(qa_dir, n):
-  """n dev questions, spread over the file: (id, passage, question, answers).
-
-  Real questions of the held-out split, so the twin's answers show what
-  the fine-tuned model learned rather than what it memorised.
-  """
-  path = next(os.path.join(qa_dir, f"dev.{ext}") for ext in
-              ("json", "json.gz")
-              if os.path.exists(os.path.join(qa_dir, f"dev.{ext}")))
-  examples = squad.read_squad(path).examples
-  step = max(1, len(examples) // n)
-  return [{"id": e.qas_id, "passage": e.context, "question": e.question,
-           "answers": list(e.all_answers)} for e in examples[::step][:n]]
 
 
 def _copy(source, target):
@@ -150,17 +136,6 @@ def timed(ask, question, runs=2):
               for _ in range(runs)), key=lambda p: p.inference_s)
 
 
-def scores(answers, questions):
-  """(F1, exact match) in points of `answers` (texts) against the gold
-  answers of `questions`."""
-  from tfmodels.data.squad_metrics import exact_match_score, f1_score
-  f1 = [max(f1_score(a, g) for g in q["answers"])
-        for a, q in zip(answers, questions)]
-  em = [max(float(exact_match_score(a, g)) for g in q["answers"])
-        for a, q in zip(answers, questions)]
-  return 100 * sum(f1) / len(f1), 100 * sum(em) / len(em)
-
-
 def dev_scores(asks, questions):
   """{"questions", and per way of asking (asks: {label: ask}) its F1 and
   exact match}: the twin's dev score."""
@@ -198,7 +173,6 @@ def main(argv):
   if options.dev_questions < 0 or options.threads < 1:
     sys.exit("error: --dev_questions must be >= 0 and --threads >= 1")
   python = options.task_library_python
-  from tfmodels.data.squad_metrics import normalize_answer
   try:
     questions = pick_questions(options.qa_dir, options.questions)
     dev = (pick_questions(options.qa_dir, options.dev_questions)
@@ -267,9 +241,9 @@ def main(argv):
     for a, t in zip(answers, library):
       a["task_library_answer"] = t["answer"]
     task_library = {"api": "tflite_support.task.text.BertQuestionAnswerer",
-                    "agree": sum(normalize_answer(a["answer"]) ==
-                                 normalize_answer(a["task_library_answer"])
-                                 for a in answers)}
+                    "agree": same_answers(
+                        [a["answer"] for a in answers],
+                        [a["task_library_answer"] for a in answers])}
     print(f"Task Library: {task_library['agree']} of {len(answers)} "
           "answers the same as the twin's", flush=True)
   write_file(os.path.join(out, ANSWERS), json.dumps(
@@ -285,13 +259,11 @@ def _latency(answers, threads, length):
   latency = {"threads": threads, "length": length, "median_ms":
              statistics.median(a["model_ms"] for a in answers)}
   if answers and "fixed_model_ms" in answers[0]:
-    from tfmodels.data.squad_metrics import normalize_answer
     latency["fixed_median_ms"] = statistics.median(
         a["fixed_model_ms"] for a in answers)
     latency["share"] = latency["median_ms"] / latency["fixed_median_ms"]
-    latency["same_answers"] = sum(
-        normalize_answer(a["answer"]) == normalize_answer(a["fixed_answer"])
-        for a in answers)
+    latency["same_answers"] = same_answers(
+        [a["answer"] for a in answers], [a["fixed_answer"] for a in answers])
   return latency
 
 

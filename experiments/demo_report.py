@@ -18,6 +18,7 @@ from absl import app
 from android_bench.plotting import pyplot, save_figure
 from tfmodels.command_options import define_flags, from_flags, option
 from tfmodels.staging import write_file
+from experiments.app_figures import app_latency_text, arm64_lines
 from experiments.paths import REPO
 from experiments.demo_results import LABELS, TASKS, collect
 from experiments.demo_steps import (BUDGET, DEMO_MODES, MODELS, STUDENT,
@@ -282,7 +283,7 @@ def markdown(summary, figures, out):
   doc = (_introduction(summary) + _headline(summary) + _carving(summary) +
          _training(show) + _conversion(summary, show) +
          _latency(summary, show) + _sizes(show) + _app(summary) +
-         _steps(summary))
+         _arm64(summary) + _steps(summary))
   return "\n".join(doc)
 
 
@@ -451,31 +452,17 @@ def _length_curve(summary, show):
 
 
 def _questions_latency(summary):
-  """The demo's questions as the app runs them: each window at the
-  smallest multiple of 32 tokens that holds it, against the default
-  length, on the same file (demo_app's `latency` and `dev`)."""
-  app_ = summary["app"] or {}
-  latency, dev = app_.get("latency") or {}, app_.get("dev") or {}
-  if not latency.get("fixed_median_ms"):
-    return []
-  windows = sorted({n for a in app_["answers"] for n in a.get("lengths", ())})
-  lines = ["\n### The demo's questions as the app runs them\n",
-           f"The app's twin ran the shipped int8 QA file on the "
-           f"{len(app_['answers'])} demo questions ({latency['threads']} "
-           f"thread(s), host; each question's model time the better of two "
-           f"runs): median **{latency['median_ms']:.2f} ms** per question "
-           f"with each window at the smallest multiple of 32 tokens that "
-           f"holds it (windows of {'/'.join(map(str, windows))} tokens), "
-           f"against {latency['fixed_median_ms']:.2f} ms at "
-           f"L = {latency['length']}: **{100 * latency['share']:.0f}%** of "
-           f"the fixed-length time. {latency['same_answers']} of "
-           f"{len(app_['answers'])} answers are the same both ways."]
-  if dev.get("fixed"):
-    lines.append(f"Dev F1 through the twin over {dev['questions']} "
-                 f"questions: {dev['picked']['f1']:.2f} at the picked "
-                 f"lengths, {dev['fixed']['f1']:.2f} at L = "
-                 f"{latency['length']}.")
-  return [lines[0], " ".join(lines[1:]) + "\n"]
+  """The demo's questions as the app runs them (ship's app step)."""
+  text = app_latency_text(summary["app"] or {})
+  return ["\n### The demo's questions as the app runs them\n",
+          "The app's twin on the shipped int8 QA file and the demo's "
+          "questions. " + text + "\n"] if text else []
+
+
+def _arm64(summary):
+  """The shipped QA files on emulated arm64 (ship's arm64 step)."""
+  lines = arm64_lines(summary.get("arm64"))
+  return ["### On arm64\n", "\n".join(lines)] if lines else []
 
 
 def _sizes(show):

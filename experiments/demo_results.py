@@ -18,7 +18,8 @@ import os
 
 from experiments.demo_steps import (MODELS, STUDENT, STUDENT_RECORD, Layout,
                                     read_plan, size_key, task_step)
-from experiments.result_files import (config_params, conversion_summary,
+from experiments.result_files import (arm64_result, config_params,
+                                      conversion_summary,
                                       latency_rows, read_json, read_marker,
                                       read_scalars, tsv_rows)
 
@@ -114,6 +115,7 @@ def collect(out):
              "steps": steps, "models": models, "conversions": conversions,
              "latency": at_app_length(by_length),
              "latency_by_length": by_length, "app": app_answers,
+             "arm64": arm64_result(layout.ship("qa").arm64),
              "spam_app": spam_app.get("summary")}
   spam = (plan.get("task_data") or {}).get("spam")
   summary["plan"]["spam_dev_rows"] = tsv_rows(spam, "dev") if spam else None

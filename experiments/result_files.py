@@ -198,3 +198,13 @@ def tsv_rows(directory, split):
                if line)
   except (ValueError, OSError):
     return None
+
+
+def arm64_result(directory):
+  """arm64_check's arm64.json in `directory`, or {"not_run": why}: the
+  machine has no usable arm64 root (its reason), or the step has not run."""
+  found = read_json(os.path.join(directory, "arm64.json"))
+  if found:
+    return found
+  from android_bench.arm64 import arm64_root
+  return {"not_run": arm64_root()[1] or "the arm64 step has not run yet"}

@@ -34,10 +34,16 @@ can be re-run by hand; a finished step is skipped on the next run):
   convert_student  float32 and int8, validated against Keras, scored on dev;
                    convert_student_qat when post-training int8 loses more
                    than 1 point (its file ships if it scores higher)
-  latency          teacher and student files timed on the target
-                   (android_bench run)
+  latency          teacher and student files timed on the target at
+                   lengths up to the app's (android_bench run --lengths:
+                   the converted files take any length)
   app              the int8 file where the app takes it, answering through
-                   the app's Python twin and the TFLite Task Library
+                   the app's Python twin (each window at the length it
+                   picks, and at the app's: time and dev F1 both ways) and
+                   the TFLite Task Library
+  arm64            QA, when `make arm64-root` built the arm64 root: the
+                   int8 and float32 files answer the same questions on
+                   emulated arm64 (experiments.arm64_check)
   report           REPORT.md and report/summary.json, teacher beside student
 
 Steps whose inputs are ready run two at a time (--jobs) while their
@@ -314,7 +320,9 @@ def run_ship(options, plan, out, force):
   if qat:
     run(build_steps(plan, layout, split, qat))
   shipped = better_int8(layout) if qat else "student"
-  run(build_steps(plan, layout, split, qat, shipped), shipped)
+  from android_bench.arm64 import arm64_root
+  root, _ = arm64_root()  # the report says why not, when not
+  run(build_steps(plan, layout, split, qat, shipped, root), shipped)
   print(f"\nship finished in {time.time() - began:.0f} s; the report is "
         f"{layout.report}")
 

@@ -19,6 +19,13 @@ Scripts read report/summary.json:
                          MB, measured ms, score, chosen)
   assets                 the shipped .tflite, its vocabulary, the check
                          through the app's twin and the Task Library
+  app                    QA: `latency` (the questions' median model ms at
+                         the lengths the twin picks and at the default,
+                         their share, answers the same) and `dev` (F1 /
+                         exact match through the twin both ways)
+  arm64                  QA: the arm64 step's arm64.json (per file: same
+                         answers, dev F1 host / arm64, max logit diff;
+                         instructions per inference), or {"not_run": why}
   steps                  each step's seconds and peak memory
 """
 
@@ -30,7 +37,9 @@ import time
 
 from absl import app
 
-from experiments.result_files import (config_params, conversion_summary,
+from experiments.app_figures import app_latency_text, arm64_lines
+from experiments.result_files import (arm64_result, config_params,
+                                      conversion_summary,
                                       latency_rows, read_json, read_marker)
 from experiments.ship_steps import Layout, needs_qat
 from tfmodels.command_options import define_flags, from_flags, option
@@ -145,6 +154,10 @@ def collect(out):
                                       "dev_substituted", "dev_recovered")},
       "assets": {"tflite": os.path.join(layout.app, _app_file(plan)),
                  "source": int8_file, "check": _app_check(app_answers)},
+      "app": app_answers and {k: app_answers.get(k) for k in (
+          "latency", "dev")},
+      "arm64": (arm64_result(layout.arm64) if plan.get("task") == "squad"
+                else None),
       "plan": plan, "steps": steps,
       "seconds": sum(s["seconds"] or 0 for s in steps),
       "wall_seconds": (time.time() - recorded["began"]
@@ -296,6 +309,12 @@ def markdown(summary):
                                   f"answer to {check['agree']} of them."
                                   if check.get("agree") is not None else
                                   "; the Task Library was not available."))
+  latency_text = app_latency_text(summary.get("app") or {})
+  if latency_text:
+    lines += ["", latency_text]
+  arm64 = arm64_lines(summary.get("arm64"))
+  if arm64:
+    lines += ["", "## On arm64", "", *arm64]
   lines += ["", "## Steps", "", "| step | seconds | peak MB |",
             "| --- | --- | --- |"]
   for step in summary["steps"]:

@@ -43,7 +43,10 @@ DEFAULT_APP_LENGTH = 128
 # Every step a run may have, in order (--force takes these names).
 STEP_NAMES = ("teacher", "teacher_finetune", "search", "convert_teacher",
               "carve", "student", "convert_student", "convert_student_qat",
-              "latency", "app", "report")
+              "latency", "app", "arm64", "report")
+# Held-out questions the QA files are scored on through the app's twin (the
+# app step: picked vs default length; the arm64 step: host vs arm64).
+DEV_QUESTIONS = 200
 
 
 class ShipError(ValueError):
@@ -134,6 +137,10 @@ class Layout:
   def app(self):
     return self.path("app_assets")
 
+  @property
+  def arm64(self):
+    return self.path("arm64")
+
 
 def bench_dir(layout, plan):
   """android_bench's results: bench/host or bench/phone (the readers of
@@ -195,12 +202,14 @@ class _Chain:
                            alone=alone))
 
 
-def build_steps(plan, layout, split=None, qat=None, shipped=None):
+def build_steps(plan, layout, split=None, qat=None, shipped=None,
+                arm64_root=None):
   """The chain as far as what is known: the teacher and the search; with
   `split` the carve, the student and the conversions; with `qat` (True or
   False) QAT if needed; with `shipped` (the conversion whose int8 file
   ships: student or student_qat) the latency, the app check and the
-  report."""
+  report, and with `arm64_root` (a QA run, where `make arm64-root` built
+  it) the shipped files on emulated arm64."""
   chain = _Chain(plan, layout, [])
   _add_teacher(chain)
   _add_search(chain)
@@ -220,6 +229,8 @@ def build_steps(plan, layout, split=None, qat=None, shipped=None):
     return chain.steps
   _add_latency(chain, shipped)
   _add_app(chain, shipped)
+  if arm64_root and plan.task == "squad":
+    _add_arm64(chain, shipped, arm64_root)
   chain.add("report", python_module("experiments.ship_report",
                                     "--output_dir", layout.out),
             layout.path("report"), [s.output for s in chain.steps])
@@ -353,11 +364,26 @@ def _add_app(chain, shipped):
   if plan.task == "squad":
     command = python_module(
         "experiments.demo_app", "--model", int8, "--qa_dir", plan.data_dir,
-        "--questions", plan.app_examples, "--threads", plan.threads,
-        "--output_dir", layout.app, *library)
+        "--questions", plan.app_examples, "--dev_questions", DEV_QUESTIONS,
+        "--threads", plan.threads, "--output_dir", layout.app, *library)
   else:
     command = python_module(
         "experiments.classifier_app", "--model", int8, "--data_dir",
         plan.data_dir, "--texts", plan.app_examples, "--output_dir",
         layout.app, *library)
   chain.add("app", command, layout.app, [layout.tflite(name)])
+
+
+def _add_arm64(chain, shipped, root):
+  """The shipped int8 file and the student's float32 one on emulated
+  arm64 (a Cortex-A76 under qemu-user): the app's questions answered as on
+  the host, dev F1 both ways, instructions per inference."""
+  plan, layout = chain.plan, chain.layout
+  models = [layout.tflite_file(shipped, "int8"),
+            layout.tflite_file("student", "float32")]
+  chain.add("arm64", python_module(
+      "experiments.arm64_check", "--model", ",".join(models), "--qa_dir",
+      plan.data_dir, "--questions", plan.app_examples, "--dev_questions",
+      DEV_QUESTIONS, "--threads", plan.threads, "--arm64_root", root,
+      "--output_dir", layout.arm64), layout.arm64,
+      [layout.tflite(shipped), layout.tflite("student")])

@@ -344,7 +344,8 @@ def test_tiny_demo_end_to_end(tmp_path):
                   "**Does the carved student keep 90% of the teacher's QA "
                   "F1?**", "experiments.ship --heads 6 --widths 512",
                   "### Latency against length",
-                  "### The demo's questions as the app runs them"):
+                  "### The demo's questions as the app runs them",
+                  "### On arm64"):
     assert section in report, section
   summary = json.loads((out / "report" / "summary.json").read_text())
   assert set(summary["figures"]) == {"losses", "tasks", "quantization",
@@ -444,6 +445,14 @@ def test_tiny_demo_end_to_end(tmp_path):
     # question at the default length on the same file.
     assert all(n % 32 == 0 and n <= 384 for n in a["lengths"])
     assert a["model_ms"] > 0 and a["fixed_model_ms"] > 0
+  # The shipped QA files on emulated arm64 where `make arm64-root` built
+  # the root (the same answers as the host), else the reason in the report.
+  arm64 = summary["arm64"]
+  if "not_run" in arm64:
+    assert f"Not run on arm64: {arm64['not_run']}." in report
+  else:
+    for result in arm64["models"].values():
+      assert result["same_answers"] == result["questions"]
   assert summary["spam_app"]["texts"] == plan["sizes"]["questions"]
   # The Task Library's BertQuestionAnswerer read the app's model and
   # BertNLClassifier the spam student's (make setup installs it; CI

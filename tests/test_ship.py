@@ -175,7 +175,7 @@ def test_a_budget_no_split_meets_is_refused_before_any_training(qa_data,
     (("--target_mb", "5", "--force", "nothing"), "error: --force nothing: "
      "not a step (steps: teacher, teacher_finetune, search, convert_teacher, "
      "carve, student, convert_student, convert_student_qat, latency, app, "
-     "report)"),
+     "arm64, report)"),
 ])
 def test_bad_flags_are_refused_in_one_line(args, message, spam_data,
                                            tmp_path):
@@ -231,6 +231,29 @@ def test_a_headless_teacher_is_fine_tuned_only_when_asked(qa_data, tmp_path):
   assert finetune[finetune.index("--train_steps") + 1] == "7"
   assert steps["search"].inputs == (layout.teacher(plan),)
   assert layout.teacher(plan) != layout.imported()
+
+
+def test_the_arm64_step_joins_a_qa_chain_where_the_root_exists(tmp_path):
+  """With an arm64 root a QA run checks its shipped int8 file and the
+  float32 one there (after the app step, before the report); a classifier
+  run, or a machine without the root, has no such step."""
+  layout = Layout(str(tmp_path))
+  split = {"heads": 2, "intermediate_size": 64}
+
+  def names(task, root):
+    plan = Plan(teacher="t", task=task, data_dir="d", budget={})
+    steps = build_steps(plan, layout, split, False, "student", root)
+    return {s.name: s for s in steps}
+  qa = names("squad", "/roots/arm64")
+  assert list(qa)[-3:] == ["app", "arm64", "report"]
+  command = qa["arm64"].command
+  assert command[command.index("--model") + 1] == ",".join(
+      [layout.tflite_file("student", "int8"),
+       layout.tflite_file("student", "float32")])
+  assert command[command.index("--arm64_root") + 1] == "/roots/arm64"
+  assert layout.arm64 in qa["report"].inputs
+  assert "arm64" not in names("squad", None)
+  assert "arm64" not in names("spam", "/roots/arm64")
 
 
 def test_a_tf1_checkpoint_is_a_teacher_too(qa_data, tmp_path):
