@@ -37,8 +37,8 @@ from tfmodels.command_options import define_flags, from_flags, option
 
 # The length instructions are counted at: Table 7's (MobileBERT, L = 128).
 COUNT_LENGTH = 128
-# Extra inferences per counted run (the count is the difference of two
-# qemu processes, over these).
+# Inferences counted (the plugin counts between the runner's marks around
+# them, so Python's start-up is not in the count).
 COUNT_RUNS = 2
 RESULTS = "arm64.json"
 

@@ -125,18 +125,20 @@ def test_task_library_gives_the_twins_labels(converted, tmp_path):
   assert answers["task_library"].endswith("BertNLClassifier")
   summary = answers["summary"]
   assert summary["texts"] == TEXTS and summary["agree"] == TEXTS
-  assert summary["max_probability_diff"] <= 1e-5
+  # The Task Library runs the (dynamic-length) file at each text's length,
+  # the twin at L: the same float32 sums in other orders and blockings.
+  assert summary["max_probability_diff"] <= 1e-3
   assert summary["task_library_accuracy"] == summary["twin_accuracy"]
   for r in answers["answers"]:
     assert r["task_library_label"] == r["twin_label"]
     assert set(r["task_library_scores"]) == {"0", "1"}
 
 
-def test_a_dynamic_length_file_gives_the_same_labels(converted, tmp_path,
-                                                    tmp_path_factory):
-  """convert_tflite --dynamic_length: BertNLClassifier sizes the inputs to
-  each whole text (the export cuts them at L, as a fixed file's reader
-  does), and labels as the twin does at the default length."""
+def test_a_fixed_length_file_gives_the_twins_probabilities(
+    converted, tmp_path, tmp_path_factory):
+  """convert_tflite --nodynamic_length: BertNLClassifier pads each text to
+  the file's L, as the twin does, so the two agree to float round-off
+  (the default, dynamic file runs each text at its own length: 1e-3)."""
   python = _task_library_python()
   model_dir = tiny_models.trained_classifier(tmp_path_factory.getbasetemp())
   _, data = converted
@@ -144,7 +146,7 @@ def test_a_dynamic_length_file_gives_the_same_labels(converted, tmp_path,
       "--model_dir", model_dir, "--task", "spam", "--data_dir", data,
       "--vocab_file", tiny_models.VOCAB, "--max_seq_length",
       tiny_models.SEQ_LENGTH, "--output_dir", tmp_path / "tflite", "--modes",
-      "float32", "--name", "spam", "--num_compare", 4, "--dynamic_length")
+      "float32", "--name", "spam", "--num_compare", 4, "--nodynamic_length")
   assert result.returncode == 0, result.stderr[-3000:]
   out = tmp_path / "app_assets"
   model = tmp_path / "tflite" / "spam_float32.tflite"
@@ -154,7 +156,7 @@ def test_a_dynamic_length_file_gives_the_same_labels(converted, tmp_path,
   assert done.returncode == 0, done.stderr[-3000:]
   summary = json.loads((out / "answers.json").read_text())["summary"]
   assert summary["agree"] == TEXTS
-  assert summary["max_probability_diff"] <= 1e-3
+  assert summary["max_probability_diff"] <= 1e-5
 
 
 def test_task_library_script_refuses_a_bad_model_in_one_line(tmp_path):
