@@ -147,9 +147,11 @@ def check_model(path, questions, dev, run, threads=1, vocab=None):
   return result
 
 
-def padded_feed(feed, length):
-  """A window's feed padded with zeros (masked) to `length`."""
-  return {name: np.pad(value, ((0, 0), (0, length - value.shape[1])))
+def feed_at(feed, length):
+  """A window's feed at `length` tokens: padded with zeros (masked), or cut
+  (instructions depend on the length, hardly on the tokens)."""
+  return {name: np.pad(value[:, :length],
+                       ((0, 0), (0, max(0, length - value.shape[1]))))
           for name, value in feed.items()}
 
 
@@ -174,7 +176,7 @@ def check(options, run, count=None):
     result = check_model(path, questions, dev, run, options.threads)
     first = result.pop("first_feed")
     if count:
-      counts[name] = count(path, padded_feed(first, COUNT_LENGTH))
+      counts[name] = count(path, feed_at(first, COUNT_LENGTH))
       result["instructions_per_inference"], result[
           "dot_instructions_per_inference"] = counts[name]
     models[name] = result

@@ -71,13 +71,14 @@ def test_a_run_that_differs_is_reported(dynamic_qa):
   assert "dev" not in result
 
 
-def test_padded_feed_masks_what_it_adds():
+def test_the_counted_feed_is_padded_or_cut_to_its_length():
   feed = {"ids": np.array([[2, 7, 3]], np.int32),
           "mask": np.ones((1, 3), np.int32),
           "segment_ids": np.zeros((1, 3), np.int32)}
-  out = arm64_check.padded_feed(feed, 8)
+  out = arm64_check.feed_at(feed, 8)
   assert out["ids"].tolist() == [[2, 7, 3, 0, 0, 0, 0, 0]]
   assert out["mask"].sum() == 3 and out["mask"].shape == (1, 8)
+  assert arm64_check.feed_at(feed, 2)["ids"].tolist() == [[2, 7]]
   assert arm64_check.table7_ratio() == pytest.approx(192 / 62)
 
 

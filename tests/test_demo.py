@@ -422,9 +422,10 @@ def test_tiny_demo_end_to_end(tmp_path):
       (n, m) for n in converted for m in ("float32", "int8")}
   assert {r["status"] for r in summary["latency"]} == {"ok"}
   # The dynamic-length files at each of ship's curve lengths; the table's
-  # rows at the app's length (QA 384, spam 128).
+  # rows at the app's length (QA 384, spam the tiny demo's 32).
   assert {(r["model"], r["length"]) for r in summary["latency"]} == {
-      (n, 384 if n.endswith("_qa") else 128) for n in converted}
+      (n, 384 if n.endswith("_qa") else plan["sizes"]["spam_max_seq_length"])
+      for n in converted}
   assert {r["length"] for r in summary["latency_by_length"]
           if r["model"] == "carved_qa"} == {32, 64, 96, 128, 256, 384}
 
