@@ -299,6 +299,7 @@ def run_ship(options, plan, out, force):
   began = time.time()
   layout = Layout(out)
   record = check_plan(layout, plan)
+  ran = set()  # a forced step runs once, not again in each later round
 
   def run(steps, shipped=None):
     write_file(layout.plan, json.dumps(
@@ -306,9 +307,10 @@ def run_ship(options, plan, out, force):
          "steps": [{"name": s.name, "output": s.output,
                     "command": s.describe()} for s in steps]}, indent=2))
     try:
-      run_steps(steps, force=force, jobs=options.jobs,
+      run_steps(steps, force=force - ran, jobs=options.jobs,
                 log=lambda line: print(line, flush=True),
                 memory_budget_mb=options.memory_budget_gb * 1024)
+      ran.update(s.name for s in steps)
     except StepError as e:
       sys.exit(_error_line(e, steps))
 

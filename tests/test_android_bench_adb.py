@@ -281,6 +281,29 @@ def _device_listing(lab):
   return sorted(os.listdir(lab.device_file("")))
 
 
+def test_lengths_reach_the_device(lab, models, tmp_path):
+  """--lengths through adb: one cell per length, each command line giving
+  benchmark_model the inputs' [1, L] shape (with the value ranges)."""
+  lab.start_device()
+  binary = _binary(tmp_path)
+  out = lab.cli("run", "--target=adb", f"--benchmark_binary={binary}",
+                "--threads=1", "--lengths=8,16", "--num_runs=2",
+                "--min_secs=0", "--benchmark_args=--warmup_min_secs=0",
+                f"--results_dir={tmp_path / 'results'}",
+                models["tiny_qa_dynamic"])
+  assert out.returncode == 0, out.stdout + out.stderr
+  run, _ = _run_file(tmp_path / "results")
+  assert [(c["length"], c["status"]) for c in run["cells"]] == [
+      (8, "ok"), (16, "ok")]
+  sent = [c for c in lab.commands() if c.startswith(PREFIX)]
+  assert [c["command"] for c in run["cells"]] == sent
+  for length, command in zip((8, 16), sent):
+    shape = ":".join([f"1,{length}"] * 3)
+    assert command.endswith(
+        f" --input_layer=ids,mask,segment_ids --input_layer_shape={shape} "
+        "--input_layer_value_range=ids,0,99:mask,0,1:segment_ids,0,1")
+
+
 def test_model_named_like_an_option_is_run_and_removed(lab, models, tmp_path):
   """`-x.tflite` reaches every device shell command as ./-x.tflite: it is
   pushed, run and removed, and the harness reports removed only what the
