@@ -412,8 +412,7 @@ def _partitions(nodes, supported):
 # left as it is (the converter's rewrites go after those inside it).
 WHERE_MEANS = {
     "before the GPU graph": "stays: the CPU runs it first and hands the GPU "
-                            "graph its result (the embedding lookup of the "
-                            "ids, a dynamic length's shape arithmetic)",
+                            "graph its result, without splitting it",
     "after the GPU graph": "stays: the CPU runs it on what the GPU graph "
                            "returns",
     "inside: splits the GPU graph": "costs a GPU -> CPU -> GPU round trip "

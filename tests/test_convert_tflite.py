@@ -126,8 +126,7 @@ def test_every_mode_converts_with_contract_and_metric(converted):
   assert {"op": "SHAPE", "count": 1, "where": "before the GPU graph",
           "reason": "not in the GPU delegate's op list",
           "means": "stays: the CPU runs it first and hands the GPU graph its "
-                   "result (the embedding lookup of the ids, a dynamic "
-                   "length's shape arithmetic)"} in (
+                   "result, without splitting it"} in (
               report["modes"]["float32"]["gpu_delegate"]["refused"])
   assert "gpu_delegate" not in report["modes"]["int8"]
   assert "- NoNorm folding: " in markdown
