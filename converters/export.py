@@ -63,12 +63,20 @@ def features_of(contract_inputs):
   return {INPUT_FEATURES[k]: v for k, v in contract_inputs.items()}
 
 
+def _cut(values, length):
+  """[1, n] -> at most [1, length]: the first length - 1 positions and the
+  last one, so a text longer than L keeps its closing `[SEP]` as the fixed
+  file's truncation does (n <= length: unchanged)."""
+  keep = tf.minimum(tf.shape(values)[1], length) - 1
+  return tf.concat([values[:, :keep], values[:, -1:]], axis=1)
+
+
 class _ContractModule(tf.Module):
   """The contract signature over `model` at sequence length L, or with
-  `dynamic` at any length; a dynamic classifier reads at most L tokens (the
-  Task Library's BertNLClassifier sizes a dynamic file's inputs to the
-  whole text, where a fixed one cuts it at L: the same answers either way,
-  and no text longer than the position table).
+  `dynamic` at any length; a dynamic classifier reads at most L tokens
+  (`_cut`: the Task Library's BertNLClassifier sizes a dynamic file's
+  inputs to the whole text, `[CLS]` + pieces + `[SEP]`, where it truncates
+  a fixed file's text to L - 2 pieces and the `[SEP]`).
 
   The module tracks the model's variables, not the model: saving a Keras
   model also traces every layer's call for Keras' own SavedModel metadata,
@@ -90,7 +98,7 @@ class _ContractModule(tf.Module):
     def serve(ids, mask, segment_ids):  # a closure: `model` stays untracked
       inputs = {"ids": ids, "mask": mask, "segment_ids": segment_ids}
       if cut:
-        inputs = {k: v[:, :cut] for k, v in inputs.items()}
+        inputs = {k: _cut(v, cut) for k, v in inputs.items()}
       return contract_outputs(head, model(features_of(inputs),
                                           training=False))
 

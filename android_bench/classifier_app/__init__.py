@@ -6,7 +6,11 @@ vocabulary and labels the model's metadata carries (`converters/metadata.py`
 attaches vocab.txt and labels.txt), `[CLS] text [SEP]` features zero padded
 to the model's own input length (`tfmodels.data.glue.convert_examples`,
 what `convert_tflite`'s accuracy is measured on) and the model run through
-LiteRT's signature runner with its tensors looked up by name.
+LiteRT's signature runner with its tensors looked up by name. A
+dynamic-length file (convert_tflite's default) runs each text at its own
+length, `[CLS]` + pieces + `[SEP]`, as BertNLClassifier runs it (the
+library cuts a text longer than L inside the graph, after L pieces; the
+twin keeps L - 2 pieces and the `[SEP]`).
 
     classifier = Classifier("spam_int8.tflite")
     label, probabilities = classifier.classify("Win a prize now!")
@@ -96,6 +100,8 @@ class Classifier:
       raise QaAppError(f"{model_path}: inputs must all be int32 [1, L], "
                        f"got {shapes}")
     self.sequence_length = shapes["ids"][1]
+    signature = inputs["ids"].get("shape_signature")
+    self.dynamic = signature is not None and list(signature) == [1, -1]
     output = self._runner.get_output_details()[OUTPUT_NAME]["shape"]
     self.labels = labels_of(self.model_path)
     if tuple(int(d) for d in output) != (1, len(self.labels)):
@@ -116,12 +122,14 @@ class Classifier:
 
   def probabilities(self, features):
     """The model's `probability` per row of `features`: float32
-    [N, labels], one interpreter call per row (the app's batch of one)."""
+    [N, labels], one interpreter call per row (the app's batch of one; a
+    dynamic-length file at the row's real tokens)."""
     rows = []
     for ids, mask, segments in zip(features["input_ids"],
                                    features["input_mask"],
                                    features["segment_ids"]):
-      feed = {name: np.asarray(value, np.int32).reshape(1, -1)
+      length = np.count_nonzero(mask) if self.dynamic else len(ids)
+      feed = {name: np.asarray(value, np.int32).reshape(1, -1)[:, :length]
               for name, value in zip(CONTRACT_INPUTS, (ids, mask, segments))}
       rows.append(np.asarray(self._runner(**feed)[OUTPUT_NAME],
                              np.float32).reshape(-1))
