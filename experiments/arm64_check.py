@@ -202,10 +202,10 @@ def main(argv):
   options = from_flags(CheckOptions)
   from android_bench import arm64
   from tfmodels.staging import check_writable, OutputError, write_file
-  if options.threads < 1 or options.questions < 1 or \
-      options.dev_questions < 0:
-    sys.exit("error: --threads and --questions must be >= 1, "
-             "--dev_questions >= 0")
+  for flag, least in (("threads", 1), ("questions", 1),
+                      ("dev_questions", 0)):
+    if getattr(options, flag) < least:
+      sys.exit(f"error: --{flag} {getattr(options, flag)}: must be >= {least}")
   if not options.model:
     sys.exit("error: --model: give the QA .tflite files to check")
   for path in options.model:

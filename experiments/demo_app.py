@@ -170,8 +170,9 @@ def main(argv):
     sys.exit(f"error: unexpected arguments: {' '.join(argv[1:])}")
   options = from_flags(AppOptions)
   check_app_flags(options, REQUIRED, ("model", "vocab"), "questions")
-  if options.dev_questions < 0 or options.threads < 1:
-    sys.exit("error: --dev_questions must be >= 0 and --threads >= 1")
+  for flag, least in (("dev_questions", 0), ("threads", 1)):
+    if getattr(options, flag) < least:
+      sys.exit(f"error: --{flag} {getattr(options, flag)}: must be >= {least}")
   python = options.task_library_python
   try:
     questions = pick_questions(options.qa_dir, options.questions)
