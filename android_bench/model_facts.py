@@ -108,9 +108,10 @@ def dynamic_length(facts):
 
 
 # Ops that pass integer ids through unchanged in value (their data input is
-# 0); a dynamic-length classifier slices its inputs to L first.
+# 0); a dynamic-length classifier cuts its inputs to L first (slices joined
+# by a CONCATENATION: converters/export.py's `_cut`).
 _PASS_THROUGH = ("CAST", "RESHAPE", "SQUEEZE", "EXPAND_DIMS", "IDENTITY",
-                 "STRIDED_SLICE", "SLICE")
+                 "STRIDED_SLICE", "SLICE", "CONCATENATION")
 
 
 def index_ranges(ops, tensors, inputs):
