@@ -3,8 +3,8 @@
 The script `android_bench.arm64` starts inside the emulated arm64 Python
 (qemu-user, `make arm64-root`), and the host's Python can run it too, so
 both sides of a comparison go through the same lines. It imports only
-numpy, ai_edge_litert and the standard library: the arm64 root has nothing
-else.
+numpy, ai_edge_litert, the standard library and the repository's plain-
+Python `converters/delegates.py`: the arm64 root has nothing else.
 
     python arm64_runner.py --model m.tflite --feeds feeds.npz \
         --outputs outputs.npz --info info.json [--threads 1] [--repeats 0]
@@ -27,6 +27,12 @@ import sys
 import time
 
 import numpy as np
+
+# Run as a script (in the arm64 root too) the repository is not on the path;
+# converters/delegates.py is plain Python either side can import.
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(
+    __file__))))
+from converters.delegates import delegate_coverage  # noqa: E402
 
 ERROR_STATUS = 2
 # The instruction-count plugin (`arm64_root.PLUGIN_SOURCE`) counts what runs
@@ -92,27 +98,9 @@ def _versions():
 
 
 def xnnpack_coverage(interpreter):
-  """{replaced, nodes, partitions}: the nodes the delegate took (LiteRT
-  keeps them in the list and adds a DELEGATE node per partition; walk back
-  from each partition's outputs to its inputs)."""
-  ops = interpreter._get_ops_details()  # pylint: disable=protected-access
-  original = [op for op in ops if op["op_name"] != "DELEGATE"]
-  partitions = [op for op in ops if op["op_name"] == "DELEGATE"]
-  producer = {int(t): op["index"] for op in original for t in op["outputs"]}
-  by_index = {op["index"]: op for op in original}
-  replaced = set()
-  for partition in partitions:
-    boundary = {int(t) for t in partition["inputs"]}
-    pending = [int(t) for t in partition["outputs"]]
-    while pending:
-      tensor = pending.pop()
-      node = producer.get(tensor)
-      if tensor in boundary or node is None or node in replaced:
-        continue
-      replaced.add(node)
-      pending.extend(int(t) for t in by_index[node]["inputs"] if t >= 0)
-  return {"replaced": len(replaced), "nodes": len(original),
-          "partitions": len(partitions)}
+  """{replaced, nodes, partitions}: the nodes the delegate took."""
+  replaced, nodes, partitions = delegate_coverage(interpreter)
+  return {"replaced": replaced, "nodes": nodes, "partitions": partitions}
 
 
 def pick_signature(interpreter, model_path, key):
