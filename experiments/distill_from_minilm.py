@@ -3,7 +3,9 @@
     python -m experiments.distill_from_minilm --output_dir /tmp/minilm_kd
 
 The teacher is all-MiniLM-L6-v2 (`load_teacher`), fine-tuned on the shipped
-QA (data/wordnet_qa, L = 384) and spam sets. The student `mobilebert_minilm`
+QA (data/wordnet_qa, L = 384) and spam sets until doubling its steps gains
+less than half a point on a slice held out of train (`experiments.plateau`;
+the curves are in the results). The student `mobilebert_minilm`
 is MobileBERT's shape scaled to its teacher: 6 layers (MiniLM's), 384-wide
 feature maps and 12 heads (MiniLM's, so the paper's feature-map and
 attention transfer apply unchanged), a 96-wide bottleneck (H / 4) with four
@@ -84,6 +86,13 @@ class Scale:
   student_lr: float = 5e-4
   carved_lr: float = 2e-4
   calibration_examples: int = 512  # carving's importance scores
+  # The teacher's fine-tuning runs to its plateau (experiments.plateau):
+  # its first point's steps are finetune_steps["teacher"], doubled until
+  # a doubling gains less than plateau_gain points on the examples held
+  # out of train (QA articles, spam rows), never past plateau_max_steps.
+  plateau_heldout: tuple = (800, 400)
+  plateau_gain: float = 0.5
+  plateau_max_steps: int = 6400
 
 
 SCALES = {
@@ -110,7 +119,8 @@ SCALES = {
                                   "carved": (2, 2),
                                   "carved_low_rank": (2, 2)},
                   calibration_samples=2, bench_runs=2,
-                  calibration_examples=8,
+                  calibration_examples=8, plateau_heldout=(4, 4),
+                  plateau_max_steps=4,
                   slices={"pretraining_documents": 12, "spam_rows": (16, 8),
                           "qa_questions": (16, 6)}),
 }
@@ -285,10 +295,30 @@ def _carve_step(recipe, model, task, data_dir):
       (teacher_run,) + recipe.data_inputs, clean=True)
 
 
+def _plateau_step(recipe, task, task_name, data_dir):
+  """The teacher fine-tuned on a task until doubling its steps gains less
+  than the scale's plateau_gain on a slice held out of train
+  (experiments.plateau); its model directory holds the last run."""
+  layout, scale = recipe.layout, recipe.scale
+  output = layout.finetuned("teacher", task)
+  return Step(f"teacher_{task}", python_module(
+      "experiments.plateau", "--task", task_name, "--data_dir",
+      recipe.task_dirs[data_dir], "--init_dir", layout.run("teacher"),
+      "--model_dir", output, "--vocab_file", VOCAB, "--max_seq_length",
+      getattr(scale, f"{task}_max_seq_length"), "--batch_size",
+      scale.finetune_batch_size, "--learning_rate", scale.teacher_lr,
+      "--first_steps", scale.finetune_steps["teacher"][task == "spam"],
+      "--heldout", scale.plateau_heldout[task == "spam"], "--min_gain",
+      scale.plateau_gain, "--max_steps", scale.plateau_max_steps), output,
+      (layout.run("teacher"),) + recipe.data_inputs, clean=True)
+
+
 def _finetune_step(recipe, model, task, task_name, data_dir):
   """A model fine-tuned on a task, from where it starts (`Layout.start`);
   every model but the teacher and the baseline learns from the fine-tuned
   teacher of the same task too."""
+  if model == "teacher":
+    return _plateau_step(recipe, task, task_name, data_dir)
   layout, scale = recipe.layout, recipe.scale
   # KroneckerBERT's task stage is its eq. 14 (every layer's outputs
   # and attention scores too); the MobileBERT student learns from the
@@ -363,6 +393,9 @@ def _cost(layout, scale, model):
   minutes from the steps' markers (None if one is missing)."""
   from experiments.result_files import step_seconds
   qa, spam = scale.finetune_steps[model]
+  if model == "teacher":  # every point of its plateau curves
+    qa, spam = (sum((_plateau(layout, task) or {}).get("steps") or [0])
+                for task, _, _ in TASKS)
   encoder = {"student": scale.distill_steps, "baseline": scale.distill_steps,
              "kronecker": scale.kronecker_steps}.get(model, 0)
   recover = scale.recover_steps if "--substitute" in CARVES.get(
@@ -377,6 +410,17 @@ def _cost(layout, scale, model):
   seconds = [step_seconds(d) for d in directories]
   minutes = (None if None in seconds else round(sum(seconds) / 60, 1))
   return encoder + 2 * recover + qa + spam, kd, minutes
+
+
+def _shipped_vocab_size():
+  with open(VOCAB, encoding="utf-8") as f:
+    return sum(1 for _ in f)
+
+
+def _plateau(layout, task):
+  """The teacher's plateau.json for a task (experiments.plateau), or None."""
+  from experiments.plateau import PLATEAU
+  return read_json(os.path.join(layout.finetuned("teacher", task), PLATEAU))
 
 
 def collect(layout, command, scale, models=tuple(MODELS), previous=None):
@@ -402,12 +446,18 @@ def collect(layout, command, scale, models=tuple(MODELS), previous=None):
               "activation": config.hidden_act, "kd_steps": kd_steps,
               "train_steps": steps, "minutes": None, "carving": None}
         rows.append({
+            # Rows from before the field read the shipped vocabulary.
+            "vocab_size": _shipped_vocab_size(),
             **predates, **carried[model], "method": method,
             "measured_by": carried[model].get("measured_by",
                                               previous["command"]),
-            # Its speed compares with the teacher timed in the same run.
+            # Its speed and scores compare with the teacher of the run
+            # that measured it.
             "teacher_int8_ms": carried[model].get(
-                "teacher_int8_ms", carried["teacher"]["int8_ms"])})
+                "teacher_int8_ms", carried["teacher"]["int8_ms"]),
+            **{f"teacher_{k}": carried[model].get(
+                f"teacher_{k}", carried["teacher"][k])
+               for k in ("qa_f1", "spam_acc")}})
       continue
     start = layout.start(model, "qa")
     config_file = os.path.join(start if model in CARVES else
@@ -442,7 +492,10 @@ def collect(layout, command, scale, models=tuple(MODELS), previous=None):
         "norm": config and config.normalization_type,
         "activation": config and config.hidden_act,
         "kd_steps": kd_steps, "train_steps": steps, "minutes": minutes,
-        "carving": _carving(layout, model)})
+        "carving": _carving(layout, model),
+        "vocab_size": config and config.vocab_size,
+        **({"plateau": {task: _plateau(layout, task) for task, _, _ in TASKS}}
+           if model == "teacher" else {})})
   return {"command": command, "host": _host(), "rows": rows}
 
 
@@ -517,13 +570,17 @@ def markdown(results, scale, curves=()):
   fmt = lambda v, f="{:.1f}": "n/a" if v is None else f.format(v)
   rows = {r["name"]: r for r in results["rows"]}
   teacher = rows["teacher"]
+  steps = dict(scale.finetune_steps)
+  steps["teacher"] = tuple(
+      f"{(p or {}).get('chosen_steps', 'n/a')} (plateau)"
+      for p in (teacher.get("plateau") or {}).values()) or steps["teacher"]
   lines = [f"`{results['command']}` on {results['host']}.", "",
            f"Distillation and the baseline's pre-training "
            f"{scale.distill_steps} steps, KroneckerBERT's "
            f"{scale.kronecker_steps} (batch {scale.batch_size}, L = "
            f"{scale.pretraining_max_seq_length}); fine-tuning steps (QA, "
            "spam) " + ", ".join(f"{m} {q}, {p}" for m, (q, p) in
-                       scale.finetune_steps.items()) +
+                       steps.items()) +
            f" (batch {scale.finetune_batch_size}, QA at L = "
            f"{scale.qa_max_seq_length}); int8 QA models exported, scored and "
            "timed (host LiteRT) at "
@@ -553,7 +610,9 @@ def markdown(results, scale, curves=()):
             "(its own pre-training or distillation, carving's recovery, "
             "both fine-tunings) and their wall-clock minutes on this host "
             "(conversion and timing not included)."]
-  lines += ["", "Against the teacher:", ""]
+  lines += _plateau_lines(teacher)
+  lines += ["", "Against the teacher (a carried row against the teacher of "
+            "the run that measured it):", ""]
   for r in results["rows"][1:]:
     lines.append("- " + _ratios(r, teacher))
   lines += ["", "What each word table knows by itself "
@@ -571,6 +630,29 @@ def markdown(results, scale, curves=()):
     lines += ["", "How far each run's losses got (the curves are in "
               f"{RESULTS_NAME}.png):", ""] + [f"- {l}" for l in curves]
   return "\n".join(lines) + "\n"
+
+
+def _plateau_lines(teacher):
+  """The teacher's curves: held-out score per point, the last gain."""
+  plateaus = {t: p for t, p in (teacher.get("plateau") or {}).items() if p}
+  if not plateaus:
+    return []
+  lines = ["", "The teacher, fine-tuned until doubling its steps stops "
+           "helping (`experiments.plateau`: each point a whole run on train "
+           "without a held-out slice, scored on that slice, never on dev):",
+           ""]
+  for task, p in plateaus.items():
+    points = ", ".join(f"{s} steps {v:.1f}" for s, v in
+                       zip(p["steps"], p["heldout_score"]))
+    gain = p["last_doubling_gain"]
+    lines.append(
+        f"- {task} ({p['metric']} on {p['heldout_examples']} held-out "
+        f"examples): {points}; last doubling "
+        f"{'n/a' if gain is None else f'{gain:+.2f}'} points "
+        f"({'below' if p['reached'] else 'not below'} {p['min_gain']}: "
+        f"{'plateau' if p['reached'] else 'stopped at the step limit'}), "
+        f"teacher = the {p['chosen_steps']}-step run")
+  return lines
 
 
 def _form(row):
@@ -594,14 +676,17 @@ def _ratios(row, teacher):
     return "n/a" if a is None or not b else f"{100 * a / b:.0f}%"
   drop = (None if row["qa_f1"] is None or row["qa_f1_int8"] is None
           else row["qa_f1"] - row["qa_f1_int8"])
-  gap = (None if row["spam_acc"] is None or teacher["spam_acc"] is None
-         else teacher["spam_acc"] - row["spam_acc"])
+  teacher_f1 = row.get("teacher_qa_f1", teacher["qa_f1"])
+  teacher_spam = row.get("teacher_spam_acc", teacher["spam_acc"])
+  gap = (None if row["spam_acc"] is None or teacher_spam is None
+         else teacher_spam - row["spam_acc"])
   teacher_ms = row.get("teacher_int8_ms", teacher["int8_ms"]).get("1")
   speed = (None if not row["int8_ms"].get("1") or not teacher_ms else
            teacher_ms / row["int8_ms"]["1"])
   return (f"{row['name']}: {share(row['encoder_params'], teacher['encoder_params'])}"
-          f" of the parameters, {share(row['qa_f1'], teacher['qa_f1'])} of "
-          f"the QA F1, spam {'n/a' if gap is None else f'{gap:.1f}'} points "
+          f" of the parameters, {share(row['qa_f1'], teacher_f1)} of "
+          f"the teacher's QA F1 ({'n/a' if teacher_f1 is None else f'{teacher_f1:.1f}'}), "
+          f"spam {'n/a' if gap is None else f'{gap:.1f}'} points "
           f"below, int8 F1 {'n/a' if drop is None else f'{drop:.1f}'} points "
           f"below its float32, "
           f"{'n/a' if speed is None else f'{speed:.1f}x'} the teacher's "

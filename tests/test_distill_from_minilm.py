@@ -7,6 +7,8 @@ import shutil
 import subprocess
 import sys
 
+import pytest
+
 from tfmodels.configs import load_config
 from tfmodels.distillation.progressive import check_compatible
 from tfmodels.summary import count
@@ -126,19 +128,24 @@ def test_tiny_recipe_end_to_end(tmp_path):
   fields = {"name", "role", "method", "encoder_params", "qa_f1", "qa_em",
             "spam_acc", "qa_f1_int8", "int8_size_mb", "seq_length",
             "int8_ms", "word_table_em", "init", "norm", "activation",
-            "kd_steps", "train_steps", "minutes", "carving"}
+            "kd_steps", "train_steps", "minutes", "carving", "vocab_size"}
   for name in ("student", "baseline", "kronecker",
-               "carved_low_rank"):  # carried
-    assert set(rows[name]) == fields | {"measured_by", "teacher_int8_ms"}
+               "carved_low_rank"):  # carried, with the teacher they faced
+    assert set(rows[name]) == fields | {"measured_by", "teacher_int8_ms",
+                                        "teacher_qa_f1", "teacher_spam_acc"}
     assert rows[name]["teacher_int8_ms"] == before[name].get(
         "teacher_int8_ms", before["teacher"]["int8_ms"])
+    assert rows[name]["teacher_qa_f1"] == before[name].get(
+        "teacher_qa_f1", before["teacher"]["qa_f1"])
+    assert rows[name]["vocab_size"] == 30522
     assert rows[name]["qa_f1"] == before[name]["qa_f1"]
     assert rows[name]["measured_by"] == before[name].get(
         "measured_by", committed_results["command"])
     assert not (out / "runs" / name).exists()
   for name in ("teacher", "carved"):
     r = rows[name]
-    assert set(r) == fields
+    assert set(r) == fields | ({"plateau"} if name == "teacher" else set())
+    assert r["vocab_size"] == 30522
     assert r["minutes"] is not None and r["minutes"] >= 0
     assert r["seq_length"] == 64
     assert 0 <= r["qa_f1"] <= 100 and 0 <= r["qa_f1_int8"] <= 100
@@ -146,6 +153,15 @@ def test_tiny_recipe_end_to_end(tmp_path):
     assert set(r["int8_ms"]) == {"1", "2"} and min(r["int8_ms"].values()) > 0
   assert all(0 <= v <= 100 for v in rows["teacher"]["word_table_em"].values())
   assert rows["teacher"]["encoder_params"] == 22_713_216
+  # The teacher ran to its plateau: doublings from 2 steps, capped at 4
+  # (tiny scale), each scored on the slice held out of train.
+  for task in ("qa", "spam"):
+    curve = rows["teacher"]["plateau"][task]
+    assert curve["steps"] == [2, 4] and curve["chosen_steps"] == 4
+    assert len(curve["heldout_score"]) == 2 and curve["heldout_examples"] == 4
+    assert curve["last_doubling_gain"] == pytest.approx(
+        curve["heldout_score"][1] - curve["heldout_score"][0], abs=0.011)
+  assert rows["teacher"]["train_steps"] == 2 * (2 + 4)
   assert [rows[m]["init"] for m in rows] == [
       "teacher", "random", "random", "teacher", "teacher", "teacher"]
   assert (rows["teacher"]["norm"], rows["teacher"]["activation"]) == (
@@ -163,7 +179,8 @@ def test_tiny_recipe_end_to_end(tmp_path):
   # int8 files: the carved student's is the smaller.
   assert carved["int8_size_mb"] < rows["teacher"]["int8_size_mb"]
   table = (results / "distill_from_minilm.md").read_text()
-  assert "| teacher: all-MiniLM-L6-v2" in table and "of the QA F1" in table
+  assert "| teacher: all-MiniLM-L6-v2" in table
+  assert "of the teacher's QA F1" in table and "last doubling" in table
   assert "| carved: carved from the fine-tuned MiniLM" in table
   assert "steps," in table and " min |" in table
   assert "Rows carried over from an earlier run" in table

@@ -12,7 +12,9 @@ run: its task.json names the task, length and vocabulary) on
 the --low_rank matrices as activation-aware SVD factors, optionally swaps
 LayerNorm / gelu for MobileBERT's NoNorm / relu (NoNorms fitted to the
 LayerNorms they replace) and distils the result's feature maps from the
-teacher for --recover_steps. With --target_params (a share of the teacher's
+teacher for --recover_steps, and with --vocab_file moves the result to a
+smaller vocabulary (its word table started from the teacher's). With
+--target_params (a share of the teacher's
 encoder parameters) and no --intermediate_size, the widest FFN (a multiple
 of 32) that fits the share is chosen.
 
@@ -70,6 +72,11 @@ class CompressOptions:
   batch_size: int = option(32, "Batch size of scoring and recovery.")
   evaluate: bool = option(False, "Score the dev split before and after "
                           "carving (written to carving.json).")
+  vocab_file: str | None = option(
+      None, "The student's own (smaller) vocabulary, moved to last: a piece "
+      "the teacher has keeps its vector, any other starts as the mean of "
+      "the teacher pieces that spell it (compression/vocab_transfer.py); "
+      "task.json records it. Default: the teacher's.")
   seed: int = option(0, "Which calibration examples.")
   overwrite: bool = option(False, "Replace an existing --model_dir.")
 
@@ -190,9 +197,19 @@ def main(argv):
       substituted_config(teacher_config, substitutions)  # refused early
     tokenizer = WordPieceTokenizer(resolve(options.teacher_dir,
                                            model_flag="--teacher_dir"))
-    task_spec = with_record(task_spec, tokenizer.vocab)  # the carved dir's
     task = make_task(task_spec["task"], options.data_dir, tokenizer,
                      task_spec["max_seq_length"])
+    vocabularies = None
+    if options.vocab_file:  # the carved dir reads the student's
+      student_tokenizer = WordPieceTokenizer(options.vocab_file,
+                                             tokenizer.lower_case)
+      vocabularies = (tokenizer.vocab, student_tokenizer.vocab, make_task(
+          task_spec["task"], options.data_dir, student_tokenizer,
+          task_spec["max_seq_length"]))
+      task_spec = with_record(dict(task_spec, vocab_file=os.path.abspath(
+          options.vocab_file)), student_tokenizer.vocab)
+    else:
+      task_spec = with_record(task_spec, tokenizer.vocab)
   except (ConfigError, VocabError, SubstitutionError, ValueError, OSError,
           OutputError) as e:
     sys.exit(f"error: {e}")
@@ -204,15 +221,19 @@ def main(argv):
             "params_encoder": params,
             "params_share": round(params / teacher_params, 4)}
   try:
-    facts = _carve(task, task_spec, spec, substitutions, counts, options)
+    facts = _carve(task, task_spec, spec, substitutions, counts, options,
+                   vocabularies)
   except (ConfigError, SubstitutionError, ValueError) as e:
     sys.exit(f"error: {e}")
   print(json.dumps({k: v for k, v in facts.items() if k != "layers"}),
         flush=True)
 
 
-def _carve(task, task_spec, spec, substitutions, counts, options):
-  """Scores, carves, substitutes, recovers, writes; returns the facts."""
+def _carve(task, task_spec, spec, substitutions, counts, options,
+           vocabularies=None):
+  """Scores, carves, substitutes, recovers, moves to the student's
+  vocabulary (`vocabularies`: teacher's, student's, the task read with the
+  student's), writes; returns the facts."""
   import tf_keras as keras
   from tfmodels.checkpoints.model_dir import load_model_dir, save_model_dir
   from tfmodels.compression import importance, substitution
@@ -254,6 +275,19 @@ def _carve(task, task_spec, spec, substitutions, counts, options):
         eval_features=calibration)
     if options.evaluate:
       facts["dev_recovered"] = task.evaluate(student, "dev")
+  if vocabularies:  # last: recovery reads the teacher's token ids
+    from tfmodels.compression.vocab_transfer import with_vocabulary
+    teacher_vocab, student_vocab, moved_task = vocabularies
+    student, student_config, facts["vocabulary"] = with_vocabulary(
+        student, student_config, head, teacher_vocab, student_vocab)
+    from tfmodels.summary import count
+    params = count(student_config, 1)["params_encoder"]  # a smaller table
+    facts.update(params_encoder=params, params_share=round(
+        params / facts["teacher_params_encoder"], 4))
+    print(f"vocabulary: {json.dumps(facts['vocabulary'])}; {params:,} "
+          "encoder parameters", flush=True)
+    if options.evaluate:
+      facts["dev_moved"] = moved_task.evaluate(student, "dev")
   save_model_dir(student, student_config, head, options.model_dir,
                  owner="compress", flag="--model_dir",
                  files={"task.json": json.dumps(task_spec),

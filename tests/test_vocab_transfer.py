@@ -1,0 +1,181 @@
+"""Moving a model to a smaller vocabulary (compression/vocab_transfer.py):
+the table's start by the math, the model around it unchanged, and the
+moved student through compress, convert_tflite and the QA twin."""
+
+import json
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from fixtures.converters import tiny_models
+from tfmodels.checkpoints.model_dir import Head, build_model
+from tfmodels.compression.vocab_transfer import (spelling, transferred_rows,
+                                                 with_vocabulary)
+from tfmodels.configs import load_config
+
+SPECIALS = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
+
+
+def test_spelling_is_the_teachers_greedy_wordpiece():
+  teacher = {"play", "##ing", "##s", "un", "##play", "p", "##l", "##a",
+             "##y"}
+  assert spelling("play", teacher) == ["play"]
+  assert spelling("playing", teacher) == ["play", "##ing"]
+  assert spelling("##ings", teacher) == ["##ing", "##s"]
+  assert spelling("unplay", teacher) == ["un", "##play"]
+  assert spelling("plx", teacher) is None  # no piece for x
+
+
+def test_shared_pieces_keep_their_rows_exactly_new_ones_average():
+  teacher = SPECIALS + ["play", "##ing", "##s", "run"]
+  table = np.random.default_rng(0).normal(size=(len(teacher), 4)).astype(
+      np.float32)
+  student = SPECIALS + ["run", "playing", "##ings", "zz"]
+  rows, facts = transferred_rows(table, teacher, student)
+  row = {p: table[i] for i, p in enumerate(teacher)}
+  for i, piece in enumerate(SPECIALS + ["run"]):
+    assert np.array_equal(rows[i], row[piece])  # bit for bit
+  np.testing.assert_allclose(rows[6], (row["play"] + row["##ing"]) / 2,
+                             rtol=1e-6)
+  np.testing.assert_allclose(rows[7], (row["##ing"] + row["##s"]) / 2,
+                             rtol=1e-6)
+  assert np.array_equal(rows[8], row["[UNK]"])
+  assert facts == {"kept": 6, "composed": 2, "unknown": 1}
+  assert rows.dtype == np.float32
+
+
+@pytest.mark.parametrize("low_rank", [False, True])
+def test_a_moved_model_reads_shared_pieces_as_before(low_rank):
+  """Every weight but the table is copied and shared rows are exact: a text
+  made of shared pieces, fed by the student's ids, gives the teacher's
+  logits from the teacher's ids."""
+  import tf_keras as keras
+  teacher_vocab = SPECIALS + [f"w{i}" for i in range(40)] + ["##x"]
+  student_vocab = SPECIALS + [f"w{i}" for i in range(0, 40, 3)] + ["w1x"]
+  config = load_config("tiny_bert").replace(
+      vocab_size=len(teacher_vocab),
+      low_rank_ranks={"word_embeddings": 4} if low_rank else {})
+  keras.utils.set_random_seed(0)
+  head = Head("span")
+  teacher = build_model(config, head)
+  student, student_config, facts = with_vocabulary(
+      teacher, config, head, teacher_vocab, student_vocab)
+  assert student_config.vocab_size == len(student_vocab)
+  assert facts["composed"] == 1 and facts["kept"] == len(student_vocab) - 1
+  text = ["[CLS]", "w0", "w3", "w9", "[SEP]", "w39", "w12", "[SEP]"]
+  ids = lambda vocab: np.array([[vocab.index(p) for p in text]], np.int32)
+  feed = lambda vocab: {"input_ids": ids(vocab),
+                        "input_mask": np.ones((1, 8), np.int32),
+                        "segment_ids": np.array([[0] * 5 + [1] * 3],
+                                                np.int32)}
+  before, after = teacher(feed(teacher_vocab)), student(feed(student_vocab))
+  for key in ("start_logits", "end_logits"):
+    np.testing.assert_array_equal(np.asarray(before[key]),
+                                  np.asarray(after[key]))
+
+
+def test_a_model_whose_head_predicts_its_vocabulary_is_refused():
+  config = load_config("tiny_bert").replace(vocab_size=6)
+  model = build_model(config, Head("pretrainer"))
+  with pytest.raises(ValueError, match="masked-LM head predicts"):
+    with_vocabulary(model, config, Head("pretrainer"), SPECIALS + ["a"],
+                    SPECIALS)
+
+
+def _run(module, *args):
+  return subprocess.run([sys.executable, "-m", module, *map(str, args)],
+                        capture_output=True, text=True, env=tiny_models.env(),
+                        cwd=tiny_models.REPO)
+
+
+def _smaller_vocab(path):
+  """The tiny models' vocabulary cut to its first 1,500 learned pieces and
+  every single character, plus three pieces it lacks (spelled by it)."""
+  with open(tiny_models.VOCAB, encoding="utf-8") as f:
+    pieces = f.read().splitlines()
+  single = [p for p in pieces if len(p.removeprefix("##")) == 1]
+  kept = pieces[:1500] + [p for p in single if p not in pieces[:1500]]
+  novel = [p for p in ("##ingly", "##ationally", "unword") if p not in pieces]
+  path.write_text("".join(p + "\n" for p in kept + novel), encoding="utf-8")
+  return str(path), len(kept + novel)
+
+
+def _bert_qa_teacher(base, tmp_path):
+  """A tiny BERT (carving takes BERT-type encoders) fine-tuned on QA."""
+  from tfmodels.checkpoints.model_dir import save_model_dir
+  data = tiny_models.qa_data(base)
+  config = load_config("tiny_bert").replace(
+      vocab_size=sum(1 for _ in open(tiny_models.VOCAB)))
+  init = tmp_path / "init"
+  save_model_dir(build_model(config, Head("encoder")), config,
+                 Head("encoder"), str(init))
+  run = tmp_path / "teacher"
+  result = _run("tfmodels.training.finetune", "--task", "squad", "--data_dir",
+                data, "--init_dir", init, "--model_dir", run, "--vocab_file",
+                tiny_models.VOCAB, "--max_seq_length", 64, "--train_steps",
+                20, "--batch_size", 16, "--learning_rate", 3e-3)
+  assert result.returncode == 0, result.stderr[-2000:]
+  return str(run), data
+
+
+def test_a_carved_student_on_its_own_vocabulary_converts_and_answers(
+    tmp_path_factory, tmp_path):
+  """compress --vocab_file: the task.json record, the smaller table; then
+  convert_tflite attaches that vocabulary and the twin answers with it."""
+  from android_bench.qa_app import answering
+  from android_bench.qa_app.span_model import SpanModel
+  from tfmodels.vocab_record import record_of_file
+  base = tmp_path_factory.getbasetemp()
+  teacher, data = _bert_qa_teacher(base, tmp_path)
+  vocab, size = _smaller_vocab(tmp_path / "small_vocab.txt")
+  carved = tmp_path / "carved"
+  result = _run("tfmodels.training.compress", "--teacher_dir", teacher,
+                "--data_dir", data, "--model_dir", carved, "--heads", 1,
+                "--vocab_file", vocab, "--calibration_examples", 32,
+                "--evaluate")
+  assert result.returncode == 0, result.stderr[-3000:]
+  config = load_config(str(carved / "config.json"))
+  assert config.vocab_size == size
+  task = json.loads((carved / "task.json").read_text())
+  assert task["vocab_file"] == vocab
+  assert task["vocab"] == record_of_file(vocab).to_dict()
+  facts = json.loads((carved / "carving.json").read_text())
+  assert facts["vocabulary"]["vocab_size"] == size
+  assert facts["vocabulary"]["composed"] >= 1
+  assert 0 <= facts["dev_moved"]["f1"] <= 100
+  teacher_config = load_config(os.path.join(teacher, "config.json"))
+  assert facts["params_encoder"] < facts["teacher_params_encoder"]
+
+  out = tmp_path / "tflite"
+  result = tiny_models.run_converter(
+      "--model_dir", carved, "--data_dir", data, "--max_seq_length", 64,
+      "--output_dir", out, "--modes", "float32,int8", "--name", "small",
+      "--num_calibration_samples", 8, "--num_compare", 8)
+  assert result.returncode == 0, result.stderr[-3000:]
+  report = json.loads((out / "small_report.json").read_text())
+  assert report["modes"]["float32"]["difference"]["max_abs"] <= 1e-4
+  model = str(out / "small_int8.tflite")
+  own = answering.tokenizer_for(model)
+  assert len(own.vocab) == size and own.vocab[-1] == "unword"
+  assert teacher_config.vocab_size != size
+  # The twin answers with the vocabulary the file carries ...
+  with open(os.path.join(data, "dev.json")) as f:
+    article = json.load(f)["data"][0]["paragraphs"][0]
+  passage, question = article["context"], article["qas"][0]["question"]
+  passage_file = tmp_path / "passage.txt"
+  passage_file.write_text(passage, encoding="utf-8")
+  result = _run("android_bench.qa_app", "--model", model, "--passage",
+                passage_file, "--question", question, "--num_threads", 2)
+  assert result.returncode == 0, result.stderr[-2000:]
+  expected = answering.predict(passage, question, own,
+                               SpanModel(model, num_threads=2))
+  assert result.stdout == expected.answer + "\n"
+  # ... and refuses the teacher's, which the file does not carry.
+  result = _run("android_bench.qa_app", "--model", model, "--vocab",
+                tiny_models.VOCAB, "--passage", passage_file, "--question",
+                question)
+  assert result.returncode != 0
+  assert "vocab" in result.stderr.strip().splitlines()[-1]
