@@ -4,6 +4,7 @@ moved student through compress, convert_tflite and the QA twin."""
 
 import json
 import os
+import re
 import subprocess
 import sys
 
@@ -121,6 +122,61 @@ def _bert_qa_teacher(base, tmp_path):
   return str(run), data
 
 
+def test_span_targets_move_by_characters():
+  """Context "playing ball": the teacher reads play|##ing|ball at input
+  positions 3-5, the student playing|ball at 2-3. A teacher piece's start
+  mass goes to the student piece holding its first character, its end mass
+  to the one holding its last, [CLS]'s stays at [CLS]; the question's is
+  dropped and the rest renormalised."""
+  from tfmodels.data.squad import FeatureMeta
+  from tfmodels.distillation.cross_vocab import project_span
+  meta = lambda offset, starts, ends: FeatureMeta(
+      0, 0, offset, np.array(starts), np.array(ends),
+      np.ones(len(starts), bool))
+  teacher = meta(3, [0, 4, 8], [4, 7, 12])
+  student = meta(2, [0, 8], [7, 12])
+  start = np.array([0.1, 0.1, 0, 0.4, 0.1, 0.3, 0])  # [CLS] 0.1, question 0.1
+  end = np.array([0, 0, 0, 0.2, 0.4, 0.4, 0])
+  s, e, mass = project_span(start, end, teacher, student, 6)
+  np.testing.assert_allclose(s, np.array([0.1, 0, 0.5, 0.3, 0, 0]) / 0.9,
+                             rtol=1e-6)
+  np.testing.assert_allclose(e, [0, 0, 0.6, 0.4, 0, 0], rtol=1e-6)
+  assert mass == pytest.approx(0.9)
+  # A student window holding only "ball": "playing" falls outside it.
+  s, e, mass = project_span(start, end, teacher, meta(2, [8], [12]), 6)
+  np.testing.assert_allclose(s, np.array([0.1, 0, 0.3, 0, 0, 0]) / 0.4,
+                             rtol=1e-6)
+  assert mass == pytest.approx(0.4)
+
+
+def test_the_carried_targets_loss_by_hand():
+  """Task loss + the soft cross-entropy against carried targets, rows
+  without a target (weight 0) left out of the mean."""
+  import tensorflow as tf
+  from tfmodels.distillation.cross_vocab import loss_fn
+
+  class Task:
+    def supervised_loss(self, outputs, batch):
+      return tf.constant(1.5)
+
+  logits = np.array([[2.0, 0.0, -1.0], [0.5, 0.5, 0.0]], np.float32)
+  student = lambda inputs, training: {"start_logits": logits,
+                                      "end_logits": logits[::-1]}
+  targets = np.array([[0.7, 0.3, 0.0], [0.2, 0.2, 0.6]], np.float32)
+  batch = {"input_ids": np.zeros((2, 3), np.int32),
+           "input_mask": np.ones((2, 3), np.int32),
+           "segment_ids": np.zeros((2, 3), np.int32),
+           "soft_start": targets, "soft_end": targets,
+           "soft_weight": np.array([1.0, 0.0], np.float32)}
+  total, metrics = loss_fn(student, Task())(batch)
+  log_softmax = lambda x: x - np.log(np.exp(x).sum(-1, keepdims=True))
+  start = -(targets[0] * log_softmax(logits[0])).sum()
+  end = -(targets[0] * log_softmax(logits[::-1][0])).sum()
+  assert float(metrics["logit_kd"]) == pytest.approx((start + end) / 2,
+                                                     rel=1e-5)
+  assert float(total) == pytest.approx(1.5 + (start + end) / 2, rel=1e-5)
+
+
 def test_a_carved_student_on_its_own_vocabulary_converts_and_answers(
     tmp_path_factory, tmp_path):
   """compress --vocab_file: the task.json record, the smaller table; then
@@ -149,9 +205,30 @@ def test_a_carved_student_on_its_own_vocabulary_converts_and_answers(
   teacher_config = load_config(os.path.join(teacher, "config.json"))
   assert facts["params_encoder"] < facts["teacher_params_encoder"]
 
+  # Task-stage KD from the teacher, which reads its own vocabulary: its
+  # soft targets are carried to the student's pieces once, before training.
+  tuned = tmp_path / "tuned"
+  kd = ("tfmodels.training.finetune", "--task", "squad", "--data_dir", data,
+        "--init_dir", carved, "--teacher_dir", teacher, "--vocab_file",
+        vocab, "--max_seq_length", 64, "--train_steps", 4, "--batch_size", 8)
+  result = _run(*kd, "--task_kd", "hidden", "--model_dir", tmp_path / "no")
+  assert result.returncode != 0
+  last = result.stderr.strip().splitlines()[-1]
+  assert last.startswith("error: ") and "--task_kd hidden" in last, last
+  result = _run(*kd, "--task_kd", "prediction", "--model_dir", tuned)
+  assert result.returncode == 0, result.stderr[-3000:]
+  carried = re.search(r"soft targets carried to (\d+) of (\d+) train rows",
+                      result.stdout)
+  # Most rows (this 20-step teacher still spreads mass over the question).
+  assert carried and 0.5 * int(carried[2]) <= int(carried[1]) <= int(
+      carried[2]), result.stdout[-2000:]
+  history = [json.loads(l) for l in
+             (tuned / "history.jsonl").read_text().splitlines()]
+  assert history[-1]["logit_kd"] > 0
+
   out = tmp_path / "tflite"
   result = tiny_models.run_converter(
-      "--model_dir", carved, "--data_dir", data, "--max_seq_length", 64,
+      "--model_dir", tuned, "--data_dir", data, "--max_seq_length", 64,
       "--output_dir", out, "--modes", "float32,int8", "--name", "small",
       "--num_calibration_samples", 8, "--num_compare", 8)
   assert result.returncode == 0, result.stderr[-3000:]

@@ -25,7 +25,10 @@ class BuildStudentVocabOptions:
   """The command line, one option per flag; `main` builds it with
   `command_options.from_flags`. --corpus and --output are needed but not
   marked required, so their absence is refused in one line by `main`."""
-  corpus: tuple | None = option(None, "Text files (.txt or .txt.gz).")
+  corpus: tuple | None = option(None, "Text files (.txt, a line a "
+                                "sentence), SQuAD files (.json: contexts "
+                                "and questions) or TSVs (first column); "
+                                "any gzipped.")
   vocab_size: int = option(5000, "Target size of the learned part.")
   output: str | None = option(None, "Where to write the vocab.txt.")
   teacher_vocab: str | None = option(

@@ -130,8 +130,15 @@ def main(argv):
     with strategy.scope():
       source, _, _ = load_model_dir(options.init_dir)
       model = build_model(config, task.head(), encoder_of(source))
-      teacher = _load_teacher(options.teacher_dir, task, config,
-                              options.task_kd) if options.teacher_dir else None
+      teacher = targets = None
+      if options.teacher_dir:
+        teacher_tokenizer = _teacher_tokenizer(options, tokenizer)
+        teacher = _load_teacher(options.teacher_dir, task, config,
+                                options.task_kd,
+                                across=teacher_tokenizer is not None)
+        if teacher_tokenizer is not None:
+          targets = _cross_vocab_targets(options, task, teacher_tokenizer,
+                                         teacher)
       if options.warmup_fraction > 0:
         options = dataclasses.replace(options, warmup_steps=int(
             options.warmup_fraction * options.train_steps))
@@ -141,7 +148,8 @@ def main(argv):
   try:
     with claim_run_dir(options.model_dir, config, task.head(), spec,
                        chief=is_chief(strategy)):
-      _train(strategy, model, optimizer, task, features, teacher, options)
+      _train(strategy, model, optimizer, task, features, teacher, options,
+             targets)
   except OutputError as e:  # another writer or run took it meanwhile
     sys.exit(f"error: {e}")
 
@@ -154,8 +162,11 @@ def _start_flags(options):
                      teacher_dir=options.teacher_dir)
 
 
-def _train(strategy, model, optimizer, task, features, teacher, options):
-  """Trains in the claimed --model_dir, then scores dev (the chief)."""
+def _train(strategy, model, optimizer, task, features, teacher, options,
+           targets=None):
+  """Trains in the claimed --model_dir, then scores dev (the chief).
+  `targets`: the soft targets of a teacher reading another vocabulary
+  (distillation/cross_vocab.py), one per train row."""
   import tensorflow as tf
   from tfmodels.distillation.kronecker import finetuning_loss
   from tfmodels.distillation.progressive import copy_from_teacher
@@ -173,10 +184,15 @@ def _train(strategy, model, optimizer, task, features, teacher, options):
                                prefixes=(task.head().kind + "/",))
     print(f"copied {len(copied)} prediction-layer variables from the "
           "teacher", flush=True)
-  loss_fn = (finetuning_loss(model, teacher, task,
-                             intermediate=options.task_kd)
-             if teacher is not None else
-             lambda batch: task.loss(model, batch))
+  if targets is not None:
+    from tfmodels.distillation import cross_vocab
+    features = {**features, **targets}
+    loss_fn = cross_vocab.loss_fn(model, task)
+  elif teacher is not None:
+    loss_fn = finetuning_loss(model, teacher, task,
+                              intermediate=options.task_kd)
+  else:
+    loss_fn = lambda batch: task.loss(model, batch)
   n = len(features["input_ids"])
 
   def dataset_fn(ctx):
@@ -201,9 +217,44 @@ def _train(strategy, model, optimizer, task, features, teacher, options):
     print(f"dev: {json.dumps(results)}")
 
 
-def _load_teacher(teacher_dir, task, student_config, task_kd):
+def _teacher_tokenizer(options, tokenizer):
+  """The teacher's tokenizer when it reads another vocabulary than the
+  student's (its task.json's), else None. Only --task_kd prediction
+  compares nothing layer by layer, so only it crosses vocabularies."""
+  from tfmodels.tokenization import WordPieceTokenizer
+  from tfmodels.vocab_record import record_of, resolve
+  teacher_vocab = resolve(options.teacher_dir, model_flag="--teacher_dir",
+                          default=options.vocab_file)
+  teacher_tokenizer = WordPieceTokenizer(teacher_vocab, tokenizer.lower_case)
+  if record_of(teacher_tokenizer.vocab) == record_of(tokenizer.vocab):
+    return None
+  if options.task_kd != "prediction":
+    raise ValueError(f"--task_kd {options.task_kd}: the teacher reads "
+                     f"{teacher_vocab}, the student {options.vocab_file}; "
+                     "across vocabularies only `prediction` applies")
+  return teacher_tokenizer
+
+
+def _cross_vocab_targets(options, task, teacher_tokenizer, teacher):
+  """The soft targets of a teacher reading its own vocabulary on the
+  student's train rows, computed once (distillation/cross_vocab.py)."""
+  from tfmodels.distillation.cross_vocab import soft_targets
+  from tfmodels.training.tasks import make_task
+  teacher_task = make_task(options.task, options.data_dir, teacher_tokenizer,
+                           options.max_seq_length)
+  targets = soft_targets(task, teacher_task, teacher)
+  carried = targets.get("soft_weight")
+  print(f"the teacher reads {teacher_tokenizer.vocab_file}: its soft "
+        f"targets carried to "
+        f"{'all' if carried is None else int(carried.sum())} of "
+        f"{len(next(iter(targets.values())))} train rows", flush=True)
+  return targets
+
+
+def _load_teacher(teacher_dir, task, student_config, task_kd, across=False):
   """The fine-tuned teacher; its head must be the task's, its shapes what
-  `task_kd` (--task_kd) compares."""
+  `task_kd` (--task_kd) compares (`across`: it reads its own vocabulary,
+  so the two tables need not match)."""
   from tfmodels.checkpoints.model_dir import load_model_dir
   from tfmodels.distillation.kronecker import TASK_KD_NEEDS
   from tfmodels.distillation.progressive import check_compatible
@@ -212,7 +263,8 @@ def _load_teacher(teacher_dir, task, student_config, task_kd):
     raise ValueError(f"{teacher_dir}: the teacher has a {head.kind} head "
                      f"({head}), the task needs {task.head()}")
   check_compatible(teacher_config, student_config,
-                   TASK_KD_NEEDS[task_kd],
+                   [f for f in TASK_KD_NEEDS[task_kd]
+                    if not (across and f == "vocab_size")],
                    f"--task_kd {task_kd} needs them equal")
   return teacher
 

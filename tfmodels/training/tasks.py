@@ -182,8 +182,13 @@ class SpanTask:
                                 self.max_query_length, is_training)
 
   def features(self, split):
-    arrays, _ = self._build(self._read(split, True).examples, True)
+    arrays, _ = self.train_windows(split)
     return arrays
+
+  def train_windows(self, split="train"):
+    """(arrays, FeatureMeta per row) of a split read for training: the
+    rows `features` gives, with where each came from."""
+    return self._build(self._read(split, True).examples, True)
 
   def loss(self, model, batch):
     return self.supervised_loss(model(model_inputs(batch), training=True),
