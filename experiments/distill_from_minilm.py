@@ -86,6 +86,8 @@ class Scale:
   student_lr: float = 5e-4
   carved_lr: float = 2e-4
   calibration_examples: int = 512  # carving's importance scores
+  student_vocab_size: int = 8000  # the small-vocabulary student's learner
+  align_steps: int = 300  # its new rows' mixed-vocabulary alignment
   # The teacher's fine-tuning runs to its plateau (experiments.plateau):
   # its first point's steps are finetune_steps["teacher"], doubled until
   # a doubling gains less than plateau_gain points on the examples held
@@ -109,7 +111,8 @@ SCALES = {
                                   "baseline": (300, 300),
                                   "kronecker": (100, 60),
                                   "carved": (400, 100),
-                                  "carved_low_rank": (200, 50)},
+                                  "carved_low_rank": (200, 50),
+                                  "carved_small_vocab": (400, 100)},
                   calibration_samples=100, bench_runs=20),
     "tiny": Scale(32, 64, 64, 32, dupe_factor=1, batch_size=2,
                   finetune_batch_size=2, distill_steps=14, kronecker_steps=2,
@@ -117,9 +120,11 @@ SCALES = {
                   finetune_steps={"teacher": (2, 2), "student": (2, 2),
                                   "baseline": (2, 2), "kronecker": (2, 2),
                                   "carved": (2, 2),
-                                  "carved_low_rank": (2, 2)},
+                                  "carved_low_rank": (2, 2),
+                                  "carved_small_vocab": (2, 2)},
                   calibration_samples=2, bench_runs=2,
                   calibration_examples=8, plateau_heldout=(4, 4),
+                  student_vocab_size=300, align_steps=2,
                   plateau_max_steps=4,
                   slices={"pretraining_documents": 12, "spam_rows": (16, 8),
                           "qa_questions": (16, 6)}),
@@ -142,6 +147,14 @@ MODELS = {
                         "activation-aware SVD of every kernel (rank 96 "
                         "attention, 128 FFN), word table at rank 128; "
                         "task-stage KD (soft targets)", None, "carve"),
+    "carved_small_vocab": (
+        "student", "carved as `carved`, then moved to its own vocabulary "
+        "(learned from the QA, spam and pre-training text; each piece the "
+        "teacher has keeps its vector, each new one starts as the mean of "
+        "the teacher pieces spelling it, then mixed-vocabulary alignment); "
+        "task-stage KD from the teacher reading its own vocabulary (soft "
+        "targets carried by characters)",
+        None, "carve"),
 }
 # compress's flags per carved model: what it keeps, and the on-device form.
 # This experiment's own, not the demo's student, so that its committed
@@ -156,12 +169,16 @@ CARVES = {
         "--low_rank", "word_embeddings=128,query=96,key=96,value=96,"
         "attention_output=96,intermediate=128,output=128"),
 }
+# The small-vocabulary student is `carved` moved to the learned vocabulary
+# (compress --vocab_file, the last thing compress does).
+CARVES["carved_small_vocab"] = CARVES["carved"]
+SMALL_VOCAB = ("carved_small_vocab",)
 # Models whose encoder is a run of its own (distill / pretrain) on shards.
 OWN_ENCODER = ("student", "baseline", "kronecker")
 # Where each model's weights start: the teacher's or random layers.
 INIT = {"teacher": "teacher", "student": "random", "baseline": "random",
         "kronecker": "teacher", "carved": "teacher",
-        "carved_low_rank": "teacher"}
+        "carved_low_rank": "teacher", "carved_small_vocab": "teacher"}
 TASKS = (("qa", "squad", "wordnet_qa"), ("spam", "spam", "spam"))
 
 
@@ -204,6 +221,10 @@ class Layout(experiment.Layout):
     after (qa) QA fine-tuning."""
     return self.path("probe", f"{model}_{stage}", "probe.json")
 
+  def student_vocab(self):
+    """The small-vocabulary student's vocab.txt (`build_student_vocab`)."""
+    return self.path("vocab", "student_vocab.txt")
+
   def tflite_file(self, model, mode="int8"):
     return os.path.join(self.tflite(model), f"{model}_qa_{mode}.tflite")
 
@@ -225,6 +246,8 @@ def build_steps(layout, scale, models=tuple(MODELS)):
   if set(OWN_ENCODER) & set(models):
     steps += _shard_steps(recipe, texts)
   steps.append(import_step(layout.run("teacher")))
+  if set(SMALL_VOCAB) & set(models):
+    steps.append(_vocab_step(recipe, texts))
   # Model by model, so the teacher's task models (the students' task-stage
   # teachers) come first.
   for model in models:
@@ -255,6 +278,21 @@ def _shard_steps(recipe, texts):
         scale.dupe_factor if split == "train" else 1, "--random_seed", seed,
         "--overwrite"), layout.path("data", split), recipe.data_inputs))
   return steps
+
+
+def _vocab_step(recipe, texts):
+  """The small-vocabulary student's vocabulary, learned from the tasks'
+  training text and the pre-training text (`texts`: its files)."""
+  layout, scale = recipe.layout, recipe.scale
+  gz = ".gz" if scale.slices is None else ""  # slices are written plain
+  corpus = (os.path.join(recipe.task_dirs["wordnet_qa"], "train.json" + gz),
+            os.path.join(recipe.task_dirs["spam"], "train.tsv" + gz),
+            texts["train"])
+  return Step("student_vocab", python_module(
+      "tfmodels.build_student_vocab", "--corpus", ",".join(corpus),
+      "--vocab_size", scale.student_vocab_size, "--output",
+      layout.student_vocab(), "--teacher_vocab", VOCAB, "--overwrite"),
+      os.path.dirname(layout.student_vocab()), recipe.data_inputs)
 
 
 def _encoder_step(recipe, model):
@@ -291,8 +329,22 @@ def _carve_step(recipe, model, task, data_dir):
       layout.start(model, task), "--calibration_examples",
       scale.calibration_examples, "--recover_steps",
       scale.recover_steps if "--substitute" in CARVES[model] else 0,
-      "--overwrite", *CARVES[model]), layout.carved(model, task),
-      (teacher_run,) + recipe.data_inputs, clean=True)
+      "--overwrite", *CARVES[model],
+      *_vocab_flags(layout, scale, model)),
+      layout.carved(model, task), (teacher_run,) + recipe.data_inputs +
+      _vocab_inputs(layout, model), clean=True)
+
+
+def _vocab_flags(layout, scale, model):
+  """--vocab_file and --align_steps of a model with its own vocabulary,
+  else nothing."""
+  return (("--vocab_file", layout.student_vocab(), "--align_steps",
+           scale.align_steps) if model in SMALL_VOCAB else ())
+
+
+def _vocab_inputs(layout, model):
+  return ((os.path.dirname(layout.student_vocab()),) if model in SMALL_VOCAB
+          else ())
 
 
 def _plateau_step(recipe, task, task_name, data_dir):
@@ -337,7 +389,9 @@ def _finetune_step(recipe, model, task, task_name, data_dir):
   return Step(f"{model}_{task}", python_module(
       "tfmodels.training.finetune", "--task", task_name, "--data_dir",
       recipe.task_dirs[data_dir], "--init_dir", start,
-      "--model_dir", output, "--vocab_file", VOCAB, "--max_seq_length",
+      "--model_dir", output, "--vocab_file",
+      layout.student_vocab() if model in SMALL_VOCAB else VOCAB,
+      "--max_seq_length",
       getattr(scale, f"{task}_max_seq_length"), "--train_steps", steps,
       "--batch_size", scale.finetune_batch_size, "--learning_rate", lr,
       "--checkpoint_every", 100, "--keep_checkpoints", 1,
@@ -430,7 +484,7 @@ def collect(layout, command, scale, models=tuple(MODELS), previous=None):
   run replaces), each with the command that measured it (`measured_by`).
   """
   from tfmodels.configs import load_config
-  from tfmodels.summary import count
+  from tfmodels.summary import count, word_table_params
   _, timings = latency_rows(layout.out)
   carried = {r["name"]: r for r in (previous or {}).get("rows", [])}
   rows = []
@@ -445,9 +499,11 @@ def collect(layout, command, scale, models=tuple(MODELS), previous=None):
               "init": INIT[model], "norm": config.normalization_type,
               "activation": config.hidden_act, "kd_steps": kd_steps,
               "train_steps": steps, "minutes": None, "carving": None}
+        named = MODELS[model][2]  # a carved row's config is its carving's
         rows.append({
-            # Rows from before the field read the shipped vocabulary.
+            # Rows from before the fields read the shipped vocabulary.
             "vocab_size": _shipped_vocab_size(),
+            "table_params": named and word_table_params(load_config(named)),
             **predates, **carried[model], "method": method,
             "measured_by": carried[model].get("measured_by",
                                               previous["command"]),
@@ -494,6 +550,7 @@ def collect(layout, command, scale, models=tuple(MODELS), previous=None):
         "kd_steps": kd_steps, "train_steps": steps, "minutes": minutes,
         "carving": _carving(layout, model),
         "vocab_size": config and config.vocab_size,
+        "table_params": config and word_table_params(config),
         **({"plateau": {task: _plateau(layout, task) for task, _, _ in TASKS}}
            if model == "teacher" else {})})
   return {"command": command, "host": _host(), "rows": rows}
@@ -506,7 +563,7 @@ def _carving(layout, model):
   facts = read_json(os.path.join(layout.start(model, "qa"),
                                  "carving.json")) or {}
   keep = ("heads", "intermediate_size", "low_rank_ranks", "params_share",
-          "word_table_error", "substitution", "recovery")
+          "word_table_error", "substitution", "recovery", "vocabulary")
   return {k: facts.get(k) for k in keep}
 
 
@@ -586,16 +643,20 @@ def markdown(results, scale, curves=()):
            "timed (host LiteRT) at "
            f"[1, {scale.qa_export_max_seq_length}].", "",
            "| model | role | init | norm, activation | encoder params | "
+           "vocabulary (table params) | "
            "QA F1 | QA EM | spam acc | QA F1 int8 | int8 MB | "
            "int8 ms (1 thread) | int8 ms (2) | KD steps | cost |",
            "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | "
-           "--- | --- | --- | --- |"]
+           "--- | --- | --- | --- | --- |"]
   for r in results["rows"]:
     params = r["encoder_params"]
     lines.append(
         f"| {r['name']}: {r['method']} | {r['role']} | "
         f"{r.get('init') or 'n/a'} | {_form(r)} | "
-        f"{fmt(params and params / 1e6, '{:.2f}M')} | {fmt(r['qa_f1'])} | "
+        f"{fmt(params and params / 1e6, '{:.2f}M')} | "
+        f"{fmt(r.get('vocab_size'), '{:,}')} "
+        f"({fmt(r.get('table_params') and r['table_params'] / 1e6, '{:.2f}M')})"
+        f" | {fmt(r['qa_f1'])} | "
         f"{fmt(r['qa_em'])} | {fmt(r['spam_acc'])} | "
         f"{fmt(r['qa_f1_int8'])} | {fmt(r['int8_size_mb'])} | "
         f"{fmt(r['int8_ms'].get('1'))} | {fmt(r['int8_ms'].get('2'))} | "
@@ -701,7 +762,8 @@ def plot(layout, results, path):
   fig, axes = plt.subplots(1, 3, figsize=(16, 4.5))
   ax = axes[0]
   colors = dict(zip(MODELS, ("tab:blue", "tab:orange", "tab:gray",
-                             "tab:green", "tab:red", "tab:purple")))
+                             "tab:green", "tab:red", "tab:purple",
+                             "tab:brown")))
   for r in results["rows"]:
     ms = r["int8_ms"].get("1")
     if ms and r["qa_f1_int8"] is not None:

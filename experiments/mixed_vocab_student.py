@@ -15,6 +15,14 @@ Zhao et al.'s recipe, scaled to this host:
             table from stage I's student table and learns eq. 2 (MLM + NSP)
             on student-segmented data
   NoKD      the paper's baseline: the same student and steps, no stage I
+  carved    the project's small-vocabulary student beside the paper's: cut
+            out of the fine-tuned teacher (6 of 12 heads, 512 of 1536 FFN
+            neurons, word table at rank 128, NoNorm + relu, recovered),
+            moved to the same student vocabulary (each piece the teacher
+            has keeps its vector, each new one the mean of the teacher
+            pieces spelling it, then mixed-vocabulary alignment on the
+            task's sentences), then fine-tuned with the teacher's intent
+            soft targets (the teacher reading its own vocabulary)
   teacher   MiniLM itself fine-tuned on the task (its vocabulary), the
             bar both students are read against
   task      each is fine-tuned on data/brown_pos as joint intent + slot
@@ -62,6 +70,11 @@ class Scale:
   stage_one_steps: int
   stage_two_steps: int  # the student's and the NoKD baseline's
   finetune_steps: int
+  recover_steps: int = 200  # the carved student's NoNorm recovery
+  align_steps: int = 300  # its new rows' mixed-vocabulary alignment
+  calibration_examples: int = 512  # its carving's importance scores
+  teacher_lr: float = 1e-4  # MiniLM's fine-tuning (distill_from_minilm's)
+  carved_lr: float = 2e-4
   stage_one_lr: float = 5e-4
   stage_two_lr: float = 1e-3
   finetune_lr: float = 5e-4
@@ -73,7 +86,9 @@ SCALES = {
     "full": Scale("train", 64, 10, batch_size=32, stage_one_steps=150,
                   stage_two_steps=400, finetune_steps=300),
     "tiny": Scale("heldout", 32, 4, batch_size=4, stage_one_steps=2,
-                  stage_two_steps=2, finetune_steps=2),
+                  stage_two_steps=2, finetune_steps=2, recover_steps=2,
+                  align_steps=2,
+                  calibration_examples=8),
 }
 # name -> (method, the run its encoder comes from)
 MODELS = {
@@ -83,7 +98,14 @@ MODELS = {
                 "stage2"),
     "nokd": ("NoKD baseline: the same student, MLM + NSP from scratch",
              "nokd"),
+    "carved": ("carved from the fine-tuned teacher, moved to the student "
+               "vocabulary, intent KD from the teacher", "carve"),
 }
+# compress's flags for the carved row (distill_from_minilm's `carved`).
+CARVE = ("--heads", 6, "--intermediate_size", 512, "--low_rank",
+         "word_embeddings=128", "--substitute", "layernorm=nonorm,gelu=relu")
+# Rows whose encoder is not a pre-training run of this experiment.
+NOT_PRETRAINED = ("teacher", "carved")
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -109,6 +131,12 @@ class Layout(experiment.Layout):
 
   def score(self, name):
     return self.path("scores", name)
+
+  def start(self, model):
+    """The model directory a row's fine-tuning starts from: its encoder's
+    run, or the carved model inside the carving step's directory."""
+    run = self.run(MODELS[model][1])
+    return os.path.join(run, "model") if model == "carved" else run
 
   def task_data(self):
     """data/brown_pos with the tense intent (`experiments.tense_intent`)."""
@@ -186,8 +214,21 @@ def build_steps(layout, scale, configs, models=tuple(MODELS)):
   for model, (_, run) in MODELS.items():
     if model not in models:
       continue
+    teacher_kd = ()
     if model == "teacher":
       steps.append(import_step(layout.run(run)))
+    elif model == "carved":
+      steps.append(Step("carve", python_module(
+          "tfmodels.training.compress", "--teacher_dir",
+          layout.finetuned("teacher"), "--data_dir", layout.task_data(),
+          "--model_dir", layout.start(model), "--calibration_examples",
+          scale.calibration_examples, "--recover_steps", scale.recover_steps,
+          "--vocab_file", STUDENT_VOCAB, "--align_steps", scale.align_steps,
+          "--overwrite", *CARVE),
+          layout.run(run), (layout.finetuned("teacher"), layout.task_data()),
+          clean=True))
+      teacher_kd = ("--teacher_dir", layout.finetuned("teacher"),
+                    "--task_kd", "prediction")
     else:
       inputs = (layout.path("data", "student"),) + (
           (layout.run("stage1"),) if run == "stage2" else ())
@@ -196,18 +237,22 @@ def build_steps(layout, scale, configs, models=tuple(MODELS)):
           layout.run(run), *pretraining[run]), layout.run(run), inputs))
     steps.append(Step(f"finetune_{model}", python_module(
         "tfmodels.training.finetune", "--task", "intent_slot", "--data_dir",
-        layout.task_data(), "--init_dir", layout.run(run), "--model_dir",
+        layout.task_data(), "--init_dir", layout.start(model), "--model_dir",
         layout.finetuned(model), "--vocab_file",
         VOCAB if model == "teacher" else STUDENT_VOCAB,
         "--max_seq_length", scale.max_seq_length, "--train_steps",
         scale.finetune_steps, "--batch_size", scale.batch_size,
-        "--learning_rate", scale.finetune_lr, "--checkpoint_every", 100,
-        "--keep_checkpoints", 1, "--log_every", 10), layout.finetuned(model),
-        (layout.run(run), layout.task_data())))
+        "--learning_rate", {"teacher": scale.teacher_lr,
+                            "carved": scale.carved_lr}.get(
+                                model, scale.finetune_lr),
+        "--checkpoint_every", 100,
+        "--keep_checkpoints", 1, "--log_every", 10, *teacher_kd),
+        layout.finetuned(model),
+        (layout.run(run), layout.task_data()) + teacher_kd[1:2]))
     steps.append(_score(f"test_{model}", layout, layout.finetuned(model),
                         ("--data_dir", layout.task_data(), "--split", "test"),
                         (layout.task_data(),)))
-    if model == "teacher":
+    if model in NOT_PRETRAINED:
       continue
     for scored in (("stage1", run) if run == "stage2" else (run,)):
       steps.append(_score(f"mlm_{scored}", layout, layout.run(scored), (
@@ -236,7 +281,8 @@ def collect(layout, scale, student, command, models=tuple(MODELS)):
   params = (count(load_config(config_file))["params_encoder"]
             if os.path.exists(config_file) else None)
   pretraining = {}
-  runs = ["stage1"] + [MODELS[m][1] for m in models if m != "teacher"]
+  runs = ["stage1"] + [MODELS[m][1] for m in models
+                       if m not in NOT_PRETRAINED]
   for run in runs:
     history = read_history(os.path.join(layout.run(run), "history.jsonl"))
     pretraining[run] = {
@@ -249,17 +295,18 @@ def collect(layout, scale, student, command, models=tuple(MODELS)):
   rows = []
   for model in models:
     method = MODELS[model][0]
-    teacher_config = os.path.join(layout.run("teacher"), "config.json")
+    own_config = os.path.join(layout.start(model), "config.json")
     test = read_json(os.path.join(layout.score(f"test_{model}"),
                                   "scores.json"))
     rows.append({
         "name": model, "method": method,
-        "config": MINILM_LABEL if model == "teacher" else student,
+        "config": {"teacher": MINILM_LABEL, "carved": "carved"}.get(
+            model, student),
         "encoder_params": (
-            (count(load_config(teacher_config))["params_encoder"]
-             if os.path.exists(teacher_config) else None)
-            if model == "teacher" else params),
-        "paper_params": None if model == "teacher" else paper.get(
+            (count(load_config(own_config))["params_encoder"]
+             if os.path.exists(own_config) else None)
+            if model in NOT_PRETRAINED else params),
+        "paper_params": None if model in NOT_PRETRAINED else paper.get(
             "params_encoder"),
         "dev": read_json(os.path.join(layout.finetuned(model),
                                       "eval_results.json")),

@@ -14,10 +14,10 @@ from tfmodels.distillation.progressive import check_compatible
 from tfmodels.summary import count
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-# Steps of `--models carved`: slices, MiniLM, the teacher's QA and spam,
-# 2 conversions, 2 carvings and their QA / spam runs, the teacher's 2
-# word-table probes, the benchmark.
-STEPS_RUN = 1 + 1 + 2 + 2 + 2 + 2 + 2 + 1
+# Steps of `--models carved,carved_small_vocab`: slices, MiniLM, the
+# student vocabulary, the teacher's QA and spam, 3 conversions, 4 carvings
+# and their QA / spam runs, the teacher's 2 word-table probes, the benchmark.
+STEPS_RUN = 1 + 1 + 1 + 2 + 3 + 4 + 4 + 2 + 1
 
 
 def test_student_fits_the_teacher_and_the_budget():
@@ -98,7 +98,8 @@ def test_unusable_results_dir_is_refused_before_any_work(tmp_path):
 
 
 def test_tiny_recipe_end_to_end(tmp_path):
-  """The teacher and the carved row run at tiny scale; the PKT, scratch,
+  """The teacher and the carved rows (the teacher's vocabulary and its
+  own) run at tiny scale; the PKT, scratch,
   KroneckerBERT and carved low-rank rows (their commands tested on their own:
   test_compression covers the low-rank carve) are carried over from the
   committed results, as `--models` does for a user."""
@@ -112,7 +113,8 @@ def test_tiny_recipe_end_to_end(tmp_path):
   shutil.copy(committed, results)
   command = [sys.executable, "-m", "experiments.distill_from_minilm",
              "--scale", "tiny", "--output_dir", str(out), "--results_dir",
-             str(results), "--jobs", "2", "--models", "carved"]
+             str(results), "--jobs", "2", "--models",
+             "carved,carved_small_vocab"]
   env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"}
   result = subprocess.run(command, capture_output=True, text=True, cwd=REPO,
                           env=env)
@@ -122,13 +124,15 @@ def test_tiny_recipe_end_to_end(tmp_path):
   assert "--scale tiny" in data["command"] and "cores" in data["host"]
   rows = {r["name"]: r for r in data["rows"]}
   assert list(rows) == ["teacher", "student", "baseline", "kronecker",
-                        "carved", "carved_low_rank"]
+                        "carved", "carved_low_rank", "carved_small_vocab"]
   assert [r["role"] for r in data["rows"]] == [
-      "teacher", "student", "baseline", "student", "student", "student"]
+      "teacher", "student", "baseline", "student", "student", "student",
+      "student"]
   fields = {"name", "role", "method", "encoder_params", "qa_f1", "qa_em",
             "spam_acc", "qa_f1_int8", "int8_size_mb", "seq_length",
             "int8_ms", "word_table_em", "init", "norm", "activation",
-            "kd_steps", "train_steps", "minutes", "carving", "vocab_size"}
+            "kd_steps", "train_steps", "minutes", "carving", "vocab_size",
+            "table_params"}
   for name in ("student", "baseline", "kronecker",
                "carved_low_rank"):  # carried, with the teacher they faced
     assert set(rows[name]) == fields | {"measured_by", "teacher_int8_ms",
@@ -142,10 +146,10 @@ def test_tiny_recipe_end_to_end(tmp_path):
     assert rows[name]["measured_by"] == before[name].get(
         "measured_by", committed_results["command"])
     assert not (out / "runs" / name).exists()
-  for name in ("teacher", "carved"):
+  for name in ("teacher", "carved", "carved_small_vocab"):
     r = rows[name]
     assert set(r) == fields | ({"plateau"} if name == "teacher" else set())
-    assert r["vocab_size"] == 30522
+    assert (r["vocab_size"] == 30522) == (name != "carved_small_vocab")
     assert r["minutes"] is not None and r["minutes"] >= 0
     assert r["seq_length"] == 64
     assert 0 <= r["qa_f1"] <= 100 and 0 <= r["qa_f1_int8"] <= 100
@@ -163,7 +167,8 @@ def test_tiny_recipe_end_to_end(tmp_path):
         curve["heldout_score"][1] - curve["heldout_score"][0], abs=0.011)
   assert rows["teacher"]["train_steps"] == 2 * (2 + 4)
   assert [rows[m]["init"] for m in rows] == [
-      "teacher", "random", "random", "teacher", "teacher", "teacher"]
+      "teacher", "random", "random", "teacher", "teacher", "teacher",
+      "teacher"]
   assert (rows["teacher"]["norm"], rows["teacher"]["activation"]) == (
       "layer_norm", "gelu")
   assert (rows["student"]["norm"], rows["student"]["activation"]) == (
@@ -178,10 +183,25 @@ def test_tiny_recipe_end_to_end(tmp_path):
   assert low_rank["norm"] == "layer_norm"
   # int8 files: the carved student's is the smaller.
   assert carved["int8_size_mb"] < rows["teacher"]["int8_size_mb"]
+  # The small-vocabulary student: carved the same, on its learned
+  # vocabulary (300 pieces asked, plus every ASCII character), a smaller
+  # table and file.
+  small = rows["carved_small_vocab"]
+  assert 300 <= small["vocab_size"] <= 300 + 2 * 94
+  assert small["carving"]["vocabulary"]["vocab_size"] == small["vocab_size"]
+  assert small["carving"]["heads"] == carved["carving"]["heads"]
+  assert small["table_params"] == small["vocab_size"] * 128 + 128 * 384
+  assert carved["table_params"] == 30522 * 128 + 128 * 384
+  assert small["encoder_params"] == carved["encoder_params"] - (
+      carved["table_params"] - small["table_params"])
+  assert small["int8_size_mb"] < carved["int8_size_mb"] - 3
+  assert 0 <= small["qa_f1"] <= 100 and 0 <= small["spam_acc"] <= 100
   table = (results / "distill_from_minilm.md").read_text()
   assert "| teacher: all-MiniLM-L6-v2" in table
   assert "of the teacher's QA F1" in table and "last doubling" in table
   assert "| carved: carved from the fine-tuned MiniLM" in table
+  assert "| carved_small_vocab: carved as `carved`" in table
+  assert "| 30,522 (3.96M) |" in table
   assert "steps," in table and " min |" in table
   assert "Rows carried over from an earlier run" in table
   assert (results / "distill_from_minilm.png").stat().st_size > 10_000

@@ -100,8 +100,12 @@ def test_rows_read_intent_against_the_train_majority(tmp_path):
   assert result.returncode == 0, result.stderr[-3000:]
   names, rows, table = json.loads(result.stdout.splitlines()[-1])
   assert names[0] == "data_intent"
-  assert {"teacher", "finetune_teacher", "test_teacher"} <= set(names)
-  assert "mlm_teacher" not in names
+  assert {"teacher", "finetune_teacher", "test_teacher", "carve",
+          "finetune_carved", "test_carved"} <= set(names)
+  assert "mlm_teacher" not in names and "mlm_carve" not in names
+  # The carved row is cut from the fine-tuned teacher, then learns from it.
+  assert names.index("finetune_teacher") < names.index("carve") < (
+      names.index("finetune_carved"))
   rows = {r["name"]: r for r in rows}
   assert rows["teacher"]["intent_majority_accuracy"] == pytest.approx(0.4)
   assert rows["teacher"]["intent_accuracy"] == 0.9

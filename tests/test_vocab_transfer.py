@@ -190,8 +190,8 @@ def test_a_carved_student_on_its_own_vocabulary_converts_and_answers(
   carved = tmp_path / "carved"
   result = _run("tfmodels.training.compress", "--teacher_dir", teacher,
                 "--data_dir", data, "--model_dir", carved, "--heads", 1,
-                "--vocab_file", vocab, "--calibration_examples", 32,
-                "--evaluate")
+                "--vocab_file", vocab, "--align_steps", 30,
+                "--calibration_examples", 32, "--evaluate")
   assert result.returncode == 0, result.stderr[-3000:]
   config = load_config(str(carved / "config.json"))
   assert config.vocab_size == size
@@ -201,6 +201,9 @@ def test_a_carved_student_on_its_own_vocabulary_converts_and_answers(
   facts = json.loads((carved / "carving.json").read_text())
   assert facts["vocabulary"]["vocab_size"] == size
   assert facts["vocabulary"]["composed"] >= 1
+  alignment = facts["vocabulary"]["alignment"]  # on the task's own text
+  assert alignment["steps"] == 30 and alignment["texts"] > 1000
+  assert alignment["heldout_after"] < alignment["heldout_before"]
   assert 0 <= facts["dev_moved"]["f1"] <= 100
   teacher_config = load_config(os.path.join(teacher, "config.json"))
   assert facts["params_encoder"] < facts["teacher_params_encoder"]

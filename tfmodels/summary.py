@@ -180,6 +180,18 @@ def _embedding_params(c: ModelConfig, k: _Counter):
   k.params += (c.max_position_embeddings + c.type_vocab_size + 2) * width
 
 
+def word_table_params(c: ModelConfig) -> int:
+  """The word table's parameters alone (its rows and, when factored, the
+  factor shared by every row): what a smaller vocabulary shrinks."""
+  rank = c.low_rank_ranks.get("word_embeddings", 0)
+  if rank:
+    return c.vocab_size * rank + rank * c.embedding_size
+  if c.kronecker_embedding_size:
+    return (c.vocab_size * (c.embedding_size // c.kronecker_embedding_size)
+            + c.kronecker_embedding_size)
+  return c.vocab_size * c.embedding_size
+
+
 def _bert_block(c: ModelConfig, k: _Counter, owns_attention: bool,
                 owns_ffn: bool):
   """Every layer costs FLOPs; only the owner of shared weights counts them."""

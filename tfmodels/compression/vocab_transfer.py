@@ -67,6 +67,31 @@ def transferred_rows(table, teacher_vocab, student_vocab):
   return rows, facts
 
 
+def word_table_variable(values, config):
+  """The name of the word table's [V, d] variable in {name: array}.
+  ValueError for a table that is not a plain or low-rank one."""
+  name = next((n for n in TABLE_VARIABLES if n in values), None)
+  if name is None or config.mixed_vocab_size:
+    raise ValueError(f"{config.name}: no plain or low-rank word table "
+                     "(Kronecker and mixed-vocabulary tables are not moved)")
+  return name
+
+
+def rebuilt_with_rows(model, config, head, name, rows, new_config):
+  """`model` rebuilt from `new_config` with the table variable `name` set
+  to `rows` and every other variable copied."""
+  from tfmodels.checkpoints.model_dir import build_model
+  from tfmodels.checkpoints.weight_mapping import Entry, assign
+  values = {w.name.split(":")[0]: w.numpy() for w in model.weights}
+  values[name] = rows
+  rebuilt = build_model(new_config, head)
+  names = [w.name.split(":")[0] for w in rebuilt.weights]
+  assign(rebuilt, [Entry(n, n) for n in names], {n: values[n] for n in names},
+         source=f"{config.name} with a {new_config.vocab_size}-piece "
+         "vocabulary")
+  return rebuilt
+
+
 def with_vocabulary(model, config, head, teacher_vocab, student_vocab):
   """(student model, its config, facts): `model` reading `student_vocab`.
 
@@ -74,26 +99,24 @@ def with_vocabulary(model, config, head, teacher_vocab, student_vocab):
   low-rank one (Kronecker, mixed-vocabulary) or whose head predicts the
   vocabulary (a pre-trainer's masked LM).
   """
-  from tfmodels.checkpoints.model_dir import build_model
-  from tfmodels.checkpoints.weight_mapping import Entry, assign
+  check_movable(config, head, teacher_vocab)
+  values = {w.name.split(":")[0]: w.numpy() for w in model.weights}
+  name = word_table_variable(values, config)
+  rows, facts = transferred_rows(values[name], teacher_vocab, student_vocab)
+  student_config = config.replace(vocab_size=len(student_vocab))
+  student = rebuilt_with_rows(model, config, head, name, rows,
+                              student_config)
+  facts.update(teacher_vocab_size=len(teacher_vocab),
+               vocab_size=len(student_vocab), table=name)
+  return student, student_config, facts
+
+
+def check_movable(config, head, teacher_vocab):
+  """ValueError unless a model of `config` and `head` reading
+  `teacher_vocab` can move to another vocabulary."""
   if head.kind == "pretrainer":
     raise ValueError("a pre-trainer's masked-LM head predicts its "
                      "vocabulary; move a task model")
   if len(teacher_vocab) != config.vocab_size:
     raise ValueError(f"the model's vocab_size is {config.vocab_size}, its "
                      f"vocabulary has {len(teacher_vocab)} pieces")
-  values = {w.name.split(":")[0]: w.numpy() for w in model.weights}
-  name = next((n for n in TABLE_VARIABLES if n in values), None)
-  if name is None or config.mixed_vocab_size:
-    raise ValueError(f"{config.name}: no plain or low-rank word table "
-                     "(Kronecker and mixed-vocabulary tables are not moved)")
-  values[name], facts = transferred_rows(values[name], teacher_vocab,
-                                         student_vocab)
-  student_config = config.replace(vocab_size=len(student_vocab))
-  student = build_model(student_config, head)
-  names = [w.name.split(":")[0] for w in student.weights]
-  assign(student, [Entry(n, n) for n in names], {n: values[n] for n in names},
-         source=f"{config.name} with a {len(student_vocab)}-piece vocabulary")
-  facts.update(teacher_vocab_size=len(teacher_vocab),
-               vocab_size=len(student_vocab), table=name)
-  return student, student_config, facts

@@ -8,6 +8,8 @@ are carried to the student's rows:
 
   classification  one row per example in both: the teacher's logits as
                   they are
+  intent + slot   the same for the intent; the slots learn from their
+                  labels alone
   QA              start / end probabilities moved by characters: a
                   teacher piece's start mass goes to the student piece
                   holding its first character, its end mass to the one
@@ -124,16 +126,31 @@ def classification_targets(task, teacher_task, teacher):
   return {"soft_logits": logits.astype(np.float32)}
 
 
+def intent_targets(task, teacher_task, teacher):
+  """{soft_intent_logits [rows, intents]}: one row per sentence in both.
+  The slots keep their labels alone: a teacher distribution per word over
+  hundreds of tags on every train sentence would not fit in memory."""
+  logits = predict(teacher, teacher_task.features("train"),
+                   ["intent_logits"])["intent_logits"]
+  rows = len(task.features("train")["input_ids"])
+  if len(logits) != rows:
+    raise ValueError(f"the teacher reads {len(logits)} train rows, the "
+                     f"student {rows}")
+  return {"soft_intent_logits": logits.astype(np.float32)}
+
+
+TARGETS = {"span": span_targets, "classifier": classification_targets,
+           "intent_slot": intent_targets}
+
+
 def soft_targets(task, teacher_task, teacher):
   """The teacher's targets for the student's train rows (see the module
-  docstring); ValueError for a task other than QA or classification."""
+  docstring); ValueError for a task it has none for (tagging)."""
   kind = task.head().kind
-  if kind == "span":
-    return span_targets(task, teacher_task, teacher)
-  if kind == "classifier":
-    return classification_targets(task, teacher_task, teacher)
-  raise ValueError(f"--teacher_dir reads another vocabulary: KD across "
-                   f"vocabularies takes QA or classification, not {kind}")
+  if kind not in TARGETS:
+    raise ValueError(f"--teacher_dir reads another vocabulary: KD across "
+                     f"vocabularies takes {', '.join(TARGETS)}, not {kind}")
+  return TARGETS[kind](task, teacher_task, teacher)
 
 
 def _soft_ce(targets, logits, weights=None):
@@ -151,6 +168,9 @@ def loss_fn(student, task):
     supervised = task.supervised_loss(outputs, batch)
     if "soft_logits" in batch:
       kd = _soft_ce(tf.nn.softmax(batch["soft_logits"]), outputs["logits"])
+    elif "soft_intent_logits" in batch:
+      kd = _soft_ce(tf.nn.softmax(batch["soft_intent_logits"]),
+                    outputs["intent_logits"])
     else:
       weight = batch["soft_weight"]
       kd = (_soft_ce(batch["soft_start"], outputs["start_logits"], weight) +

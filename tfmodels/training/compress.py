@@ -13,8 +13,9 @@ the --low_rank matrices as activation-aware SVD factors, optionally swaps
 LayerNorm / gelu for MobileBERT's NoNorm / relu (NoNorms fitted to the
 LayerNorms they replace) and distils the result's feature maps from the
 teacher for --recover_steps, and with --vocab_file moves the result to a
-smaller vocabulary (its word table started from the teacher's). With
---target_params (a share of the teacher's
+smaller vocabulary (its word table started from the teacher's; with
+--align_steps its new rows then trained by mixed-vocabulary alignment).
+With --target_params (a share of the teacher's
 encoder parameters) and no --intermediate_size, the widest FFN (a multiple
 of 32) that fits the share is chosen.
 
@@ -77,6 +78,11 @@ class CompressOptions:
       "the teacher has keeps its vector, any other starts as the mean of "
       "the teacher pieces that spell it (compression/vocab_transfer.py); "
       "task.json records it. Default: the teacher's.")
+  align_steps: int = option(
+      0, "With --vocab_file: steps of mixed-vocabulary alignment of the new "
+      "rows on the task's training text (distillation/vocab_alignment.py: "
+      "each word in the student's or the teacher's pieces, the frozen model "
+      "must give the teacher-segmented hidden states).")
   seed: int = option(0, "Which calibration examples.")
   overwrite: bool = option(False, "Replace an existing --model_dir.")
 
@@ -104,9 +110,12 @@ def parse_ranks(text):
 def _check_options(options):
   """One line naming the flag, before any work (the caller has refused
   non-finite floats: `tfmodels.flag_checks`)."""
-  for name in ("heads", "intermediate_size", "recover_steps"):
+  for name in ("heads", "intermediate_size", "recover_steps", "align_steps"):
     if getattr(options, name) < 0:
       return f"--{name} {getattr(options, name)}: must be >= 0"
+  if options.align_steps and not options.vocab_file:
+    return (f"--align_steps {options.align_steps}: aligns the rows of a "
+            "--vocab_file; none given")
   for name in ("calibration_examples", "batch_size"):
     if getattr(options, name) < 1:
       return f"--{name} {getattr(options, name)}: must be >= 1"
@@ -203,7 +212,7 @@ def main(argv):
     if options.vocab_file:  # the carved dir reads the student's
       student_tokenizer = WordPieceTokenizer(options.vocab_file,
                                              tokenizer.lower_case)
-      vocabularies = (tokenizer.vocab, student_tokenizer.vocab, make_task(
+      vocabularies = (tokenizer, make_task(
           task_spec["task"], options.data_dir, student_tokenizer,
           task_spec["max_seq_length"]))
       task_spec = with_record(dict(task_spec, vocab_file=os.path.abspath(
@@ -232,8 +241,8 @@ def main(argv):
 def _carve(task, task_spec, spec, substitutions, counts, options,
            vocabularies=None):
   """Scores, carves, substitutes, recovers, moves to the student's
-  vocabulary (`vocabularies`: teacher's, student's, the task read with the
-  student's), writes; returns the facts."""
+  vocabulary (`vocabularies`: the teacher's tokenizer, the task read with
+  the student's), writes; returns the facts."""
   import tf_keras as keras
   from tfmodels.checkpoints.model_dir import load_model_dir, save_model_dir
   from tfmodels.compression import importance, substitution
@@ -277,9 +286,18 @@ def _carve(task, task_spec, spec, substitutions, counts, options,
       facts["dev_recovered"] = task.evaluate(student, "dev")
   if vocabularies:  # last: recovery reads the teacher's token ids
     from tfmodels.compression.vocab_transfer import with_vocabulary
-    teacher_vocab, student_vocab, moved_task = vocabularies
-    student, student_config, facts["vocabulary"] = with_vocabulary(
-        student, student_config, head, teacher_vocab, student_vocab)
+    teacher_tokenizer, moved_task = vocabularies
+    if options.align_steps:
+      from tfmodels.distillation.vocab_alignment import align
+      student, student_config, facts["vocabulary"] = align(
+          student, student_config, head, teacher_tokenizer,
+          moved_task.tokenizer, task.texts("train"), options.align_steps,
+          length=task.max_seq_length, batch_size=options.batch_size,
+          seed=options.seed, log=lambda line: print(line, flush=True))
+    else:
+      student, student_config, facts["vocabulary"] = with_vocabulary(
+          student, student_config, head, teacher_tokenizer.vocab,
+          moved_task.tokenizer.vocab)
     from tfmodels.summary import count
     params = count(student_config, 1)["params_encoder"]  # a smaller table
     facts.update(params_encoder=params, params_share=round(

@@ -115,6 +115,10 @@ class ClassificationTask:
     """Reads `split` (ValueError naming its file if missing or empty)."""
     self._read(split)
 
+  def texts(self, split):
+    """The split's raw texts (each example's one or two)."""
+    return [t for e in self._read(split) for t in (e.text_a, e.text_b) if t]
+
   def features(self, split):
     return glue.convert_examples(self._read(split), self.tokenizer,
                                  self.max_seq_length, self.spec.labels)
@@ -185,6 +189,12 @@ class SpanTask:
     arrays, _ = self.train_windows(split)
     return arrays
 
+  def texts(self, split):
+    """The split's raw texts: each context once, every question."""
+    examples = self._read(split, False).examples
+    return list(dict.fromkeys(e.context for e in examples)) + [
+        e.question for e in examples]
+
   def train_windows(self, split="train"):
     """(arrays, FeatureMeta per row) of a split read for training: the
     rows `features` gives, with where each came from."""
@@ -244,6 +254,10 @@ class TaggingTask:
 
   def _read(self, split):
     return tagging.read_conll(split_file(self.data_dir, split, "conll"))
+
+  def texts(self, split):
+    """The split's sentences as text (words joined by spaces)."""
+    return [" ".join(s.words) for s in self._sentences(split)]
 
   def _sentences(self, split):
     """The split's sentences; ValueError naming its file if it has none."""
