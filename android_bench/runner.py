@@ -365,14 +365,21 @@ class AdbTarget:
     if self.settings.keep or not self.pushed:
       return []
     names = _here(self.pushed + [PID_FILE])
-    status, out = self.adb.shell(
-        f"cd {shlex.quote(self.remote_dir)} && {{ rm -f {names}; "
-        f"for f in {names}; do [ -e \"$f\" ] && echo \"left $f\"; done; "
-        f"true; }}", 60)
-    left = {line[len("left ./"):] for line in out.splitlines()
+    # The listing ends with a marker: output cut short (a dropped transport
+    # makes `adb shell` exit 0 with truncated output) is listed again, and
+    # never read as "nothing left".
+    listing = (f"for f in {names}; do [ -e \"$f\" ] && echo \"left $f\"; "
+               f"done; echo {shlex.quote(LISTED)}")
+    cd = f"cd {shlex.quote(self.remote_dir)} && "
+    listed = lambda out: any(l.strip() == LISTED for l in out.splitlines())
+    status, out = self.adb.shell(f"{cd}{{ rm -f {names}; {listing}; }}", 60)
+    if status == 0 and not listed(out):
+      status, out = self.adb.shell(f"{cd}{{ {listing}; }}", 60)
+    left = {line.strip()[len("left ./"):] for line in out.splitlines()
             if line.startswith("left ./")}
-    if status != 0:  # cd failed: nothing was removed
-      left = set(self.pushed)
+    if status != 0 or not listed(out):
+      left = set(self.pushed)  # cd failed, or no whole listing: assume so
+    out = "\n".join(l for l in out.splitlines() if l.strip() != LISTED)
     removed = [n for n in self.pushed if n not in left]
     self.pushed = [n for n in self.pushed if n in left]
     if self.pushed:
@@ -381,6 +388,9 @@ class AdbTarget:
                      f"{self.remote_dir} on the device ({said}); removed "
                      f"{', '.join(removed) or 'nothing'}")
     return removed
+
+
+LISTED = "android_bench: listed"
 
 
 def device_lock_path(serial):

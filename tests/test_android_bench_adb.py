@@ -271,10 +271,48 @@ def test_run_through_real_adb(lab, models, tmp_path):
   assert new[-1].endswith(":cd /data/local/tmp && { rm -f ./tiny_dense.tflite "
                           "./.android_bench.pid; for f in ./tiny_dense.tflite "
                           "./.android_bench.pid; do [ -e \"$f\" ] && echo "
-                          "\"left $f\"; done; true; }")
+                          "\"left $f\"; done; echo 'android_bench: listed'; }")
   assert not lab.device_file("tiny_dense.tflite").exists()
   assert lab.device_file("tiny_qa.tflite").exists()
   assert [c["status"] for c in second["cells"]] == ["ok", "ok"]
+
+
+class _CutShortAdb:
+  """An adb whose first shell output is cut short with exit status 0, as a
+  dropped transport leaves it; later calls answer from `replies`."""
+
+  serial = "cut"
+
+  def __init__(self, replies):
+    self.replies, self.commands = list(replies), []
+
+  def shell(self, command, timeout):
+    self.commands.append(command)
+    return self.replies.pop(0)
+
+
+def test_cleanup_never_reads_a_cut_short_listing_as_all_removed():
+  """The listing ends with a marker; without it the device is asked again,
+  and without a whole listing nothing is reported removed."""
+  from android_bench.adb import AdbError
+  from android_bench.runner import LISTED, AdbTarget, Settings
+  settings = Settings()
+  adb = _CutShortAdb([(0, ""), (0, f"left ./-x.tflite\n{LISTED}\n")])
+  target = AdbTarget(adb, "benchmark_model", settings)
+  target.pushed = ["benchmark_model", "-x.tflite"]
+  with pytest.raises(AdbError, match=r"could not remove -x.tflite .*"
+                     r"\(left ./-x.tflite\); removed benchmark_model"):
+    target.cleanup()
+  assert "rm -f" in adb.commands[0] and "rm -f" not in adb.commands[1]
+  adb = _CutShortAdb([(0, "rm: cannot"), (0, "")])  # never listed whole
+  target = AdbTarget(adb, "benchmark_model", settings)
+  target.pushed = ["benchmark_model"]
+  with pytest.raises(AdbError, match="removed nothing"):
+    target.cleanup()
+  adb = _CutShortAdb([(0, f"{LISTED}\n")])  # a whole listing, nothing left
+  target = AdbTarget(adb, "benchmark_model", settings)
+  target.pushed = ["benchmark_model"]
+  assert target.cleanup() == ["benchmark_model"] and len(adb.commands) == 1
 
 
 def _device_listing(lab):
