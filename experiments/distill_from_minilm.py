@@ -87,6 +87,9 @@ class Scale:
   carved_lr: float = 2e-4
   calibration_examples: int = 512  # carving's importance scores
   student_vocab_size: int = 8000  # the small-vocabulary student's learner
+  # Single characters it keeps: the spam e-mails' stray scripts otherwise
+  # take ~1,400 pieces the teacher cannot spell (BUILD_NOTES, issue 42).
+  max_unique_chars: int = 200
   align_steps: int = 300  # its new rows' mixed-vocabulary alignment
   # The teacher's fine-tuning runs to its plateau (experiments.plateau):
   # its first point's steps are finetune_steps["teacher"], doubled until
@@ -290,7 +293,8 @@ def _vocab_step(recipe, texts):
             texts["train"])
   return Step("student_vocab", python_module(
       "tfmodels.build_student_vocab", "--corpus", ",".join(corpus),
-      "--vocab_size", scale.student_vocab_size, "--output",
+      "--vocab_size", scale.student_vocab_size, "--max_unique_chars",
+      scale.max_unique_chars, "--output",
       layout.student_vocab(), "--teacher_vocab", VOCAB, "--overwrite"),
       os.path.dirname(layout.student_vocab()), recipe.data_inputs)
 

@@ -27,6 +27,28 @@ def test_learned_vocabulary_covers_ascii_and_tokenizes(tmp_path):
   assert "[UNK]" not in pieces and "the" in pieces
 
 
+def test_rare_characters_are_bounded_and_task_files_are_read(tmp_path):
+  """A SQuAD file's contexts and questions and a TSV's first column are
+  text to learn from; max_unique_chars keeps stray scripts out."""
+  import json
+  stray = "".join(chr(0x3041 + i) for i in range(60))  # hiragana
+  lines = ["the river bank holds water " * 3] * 40 + [
+      f"{c}{c} mail" for c in stray] * 12
+  (tmp_path / "qa.json").write_text(json.dumps({"data": [{"paragraphs": [
+      {"context": line, "qas": [{"question": "which bank?"}]}]}
+      for line in lines]}))
+  (tmp_path / "spam.tsv").write_text("sentence\tlabel\n" + "".join(
+      f"{line}\t0\n" for line in lines))
+  corpus = [str(tmp_path / "qa.json"), str(tmp_path / "spam.tsv")]
+  wide = learn_vocabulary(corpus, vocab_size=300)
+  # The text's own letters come first, leaving room for a kana or two,
+  # where the learner's default keeps all sixty.
+  narrow = learn_vocabulary(corpus, vocab_size=300, max_unique_chars=20)
+  kana = lambda vocab: {p for p in vocab if p.removeprefix("##") in stray}
+  assert len(kana(wide)) >= 60 and len(kana(narrow)) <= 4
+  assert "bank" in narrow and "which" in narrow and "sentence" not in narrow
+
+
 def test_overlap_is_the_fraction_of_student_pieces_in_teacher():
   assert overlap(["a", "b", "##c", "dd"], ["a", "##c", "x"]) == 0.5
 

@@ -35,6 +35,9 @@ class BuildStudentVocabOptions:
       None, "Teacher vocab.txt to report the overlap with.")
   do_lower_case: bool = option(True, "Uncased vocabulary.")
   max_lines: int | None = option(None, "Use only the first N lines.")
+  max_unique_chars: int = option(
+      1000, "Single characters kept as pieces at most (the learner's "
+      "default; the printable ASCII ones are added whatever it is).")
   overwrite: bool = option(False, "Replace an existing --output.")
 
 
@@ -58,6 +61,8 @@ def main(argv):
     sys.exit(f"error: {e}")
   if options.max_lines is not None and options.max_lines < 1:
     sys.exit("error: --max_lines must be >= 1")
+  if options.max_unique_chars < 1:
+    sys.exit("error: --max_unique_chars must be >= 1")
   teacher = None
   if options.teacher_vocab:
     from tfmodels.tokenization import VocabError, load_vocab
@@ -69,7 +74,8 @@ def main(argv):
         f"{', '.join(options.corpus)}...", flush=True)
   try:
     vocab = learn_vocabulary(options.corpus, options.vocab_size,
-                             options.do_lower_case, options.max_lines)
+                             options.do_lower_case, options.max_lines,
+                             options.max_unique_chars)
   except ValueError as e:  # names the file or the flag's value
     sys.exit(f"error: {e}")
   try:

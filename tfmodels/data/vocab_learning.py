@@ -29,8 +29,13 @@ def ascii_pieces():
 
 
 def learn_vocabulary(corpus_files, vocab_size, lower_case=True,
-                     max_lines=None):
-  """List of pieces: BERT's special tokens, learned pieces, missing ASCII."""
+                     max_lines=None, max_unique_chars=1000):
+  """List of pieces: BERT's special tokens, learned pieces, missing ASCII.
+
+  `max_unique_chars` (the learner's own default, 1000) bounds the single
+  characters kept as pieces, twice over (alone and `##`): e-mail text
+  brings hundreds of stray scripts' characters no task needs.
+  """
   import tensorflow as tf
   from tensorflow_text.tools.wordpiece_vocab import bert_vocab_from_dataset
 
@@ -46,7 +51,8 @@ def learn_vocabulary(corpus_files, vocab_size, lower_case=True,
   learned = bert_vocab_from_dataset.bert_vocab_from_dataset(
       lines.batch(1024).prefetch(2), vocab_size=vocab_size,
       reserved_tokens=list(SPECIAL_TOKENS),
-      bert_tokenizer_params={"lower_case": lower_case})
+      bert_tokenizer_params={"lower_case": lower_case},
+      learn_params={"max_unique_chars": max_unique_chars})
   present = set(learned)
   return learned + [p for p in ascii_pieces() if p not in present]
 
