@@ -133,6 +133,7 @@ def align(model, config, head, teacher_tokenizer, student_tokenizer, texts,
   encoded = [(words(teacher_tokenizer.encode(t)),
               words(student_tokenizer.encode(t))) for t in texts if t]
   encoded = [e for e in encoded if e[0] and len(e[0]) == len(e[1])]
+  encoded = [encoded[i] for i in rng.permutation(len(encoded))]
   if len(encoded) <= heldout:
     raise ValueError(f"{len(encoded)} texts to align on: need more than "
                      f"the {heldout} held out")
