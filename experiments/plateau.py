@@ -64,7 +64,11 @@ class PlateauOptions:
   learning_rate: float = option(1e-4, "Peak learning rate of every run.")
 
 
-define_flags(PlateauOptions)
+
+def define_command_flags():
+  """Defines the flags, when run as a command only (its tests import it
+  beside other commands' flags)."""
+  define_flags(PlateauOptions)
 
 
 def split_heldout(task, data_dir, n, seed, out):
@@ -219,6 +223,18 @@ def _check(options):
   return None
 
 
+def _foreign(model_dir):
+  """What a --model_dir holds that is not an earlier run's (None: it is
+  new, empty but for the step runner's files, or an earlier run's, which
+  this one resumes)."""
+  from tfmodels.staging import RUNNER_LOG, RUNNER_MARKER
+  if not os.path.isdir(model_dir) or os.path.isdir(
+      os.path.join(model_dir, CURVE)):
+    return None
+  names = sorted(set(os.listdir(model_dir)) - {RUNNER_LOG, RUNNER_MARKER})
+  return ", ".join(names[:3]) + (" ..." if len(names) > 3 else "") or None
+
+
 def main(argv):
   if len(argv) > 1:
     sys.exit(f"error: unexpected arguments: {' '.join(argv[1:])}")
@@ -226,6 +242,11 @@ def main(argv):
   error = _check(options)
   if error:
     sys.exit(f"error: {error}")
+  foreign = _foreign(options.model_dir)
+  if foreign:
+    sys.exit(f"error: --model_dir {options.model_dir}: holds {foreign} and "
+             f"no {CURVE}/ of an earlier plateau run; choose an empty or new "
+             "directory")
   os.makedirs(options.model_dir, exist_ok=True)
   try:
     curve, run_dir = curve_runs(options)
@@ -239,6 +260,7 @@ def main(argv):
 
 def run():
   exit_on_sigterm()
+  define_command_flags()
   app.run(main)
 
 

@@ -17,7 +17,8 @@ it, and its majority class (past, from fiction and reportage) leaves room to
 measure.
 
 The output keeps data/brown_pos's sentences, words, tags and splits; only
-each `# label = ` line changes.
+each `# label = ` line changes. It is written whole or not at all, and
+replaces only this command's own earlier output.
 """
 
 import collections
@@ -39,6 +40,7 @@ PRESENT = {"vbz", "bez", "ber", "bem", "hvz", "doz", "do", "vb", "hv", "be"}
 MODAL = {"md"}
 # A base form after these is not finite: "to go", "will go", "did go".
 NOT_FINITE_AFTER = {"to"}
+OWNER = "tense_intent"
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -49,7 +51,11 @@ class TenseOptions:
   output_dir: str = option(None, "Where {train,dev,test}.conll.gz go.")
 
 
-define_flags(TenseOptions)
+
+def define_command_flags():
+  """Defines the flags, when run as a command only (its tests import it
+  beside other commands' flags)."""
+  define_flags(TenseOptions)
 
 
 def _parts(tag):
@@ -103,16 +109,21 @@ def main(argv):
   for split, path in sources.items():
     if not os.path.isfile(path):
       sys.exit(f"error: --data_dir {data_dir}: no {split}.conll.gz")
-  from tfmodels.staging import write_file
+  from tfmodels.staging import (OutputError, check_output, staged_directory,
+                                write_file)
+  try:  # its own earlier output only is replaced, whole
+    check_output(options.output_dir, "--output_dir", True, OWNER)
+  except OutputError as e:
+    sys.exit(f"error: {e}")
   counts = {}
-  for split, path in sources.items():
-    try:
-      counts[split] = relabel(path, os.path.join(options.output_dir,
-                                                 f"{split}.conll.gz"))
-    except ValueError as e:
-      sys.exit(f"error: {e}")
-  write_file(os.path.join(options.output_dir, "labels.json"),
-             json.dumps(counts, indent=2) + "\n")
+  with staged_directory(options.output_dir, OWNER, "--output_dir") as out:
+    for split, path in sources.items():
+      try:
+        counts[split] = relabel(path, os.path.join(out, f"{split}.conll.gz"))
+      except ValueError as e:
+        sys.exit(f"error: {e}")
+    write_file(os.path.join(out, "labels.json"),
+               json.dumps(counts, indent=2) + "\n")
   for split, c in counts.items():
     total = sum(c.values())
     print(f"{split}: " + ", ".join(
@@ -120,6 +131,7 @@ def main(argv):
 
 
 def run():
+  define_command_flags()
   app.run(main)
 
 

@@ -104,6 +104,27 @@ def test_the_curve_runs_until_a_doubling_gains_too_little(tmp_path,
   assert plateau.curve_runs(options)[0] == curve and ran == [200, 400, 800]
 
 
+def test_a_folder_of_the_users_is_never_written_into(tmp_path):
+  """A --model_dir that holds files and no curve/ of an earlier run is
+  refused before any work, and left as it was."""
+  init = tmp_path / "init"
+  init.mkdir()
+  (init / "config.json").write_text("{}")
+  (tmp_path / "data").mkdir()
+  mine = tmp_path / "mine"
+  mine.mkdir()
+  (mine / "notes.txt").write_text("keep")
+  result = subprocess.run(
+      [sys.executable, "-m", "experiments.plateau", "--data_dir",
+       str(tmp_path / "data"), "--init_dir", str(init), "--model_dir",
+       str(mine)], capture_output=True, text=True, cwd=REPO)
+  assert result.returncode != 0
+  assert result.stderr.strip().splitlines()[-1] == (
+      f"error: --model_dir {mine}: holds notes.txt and no curve/ of an "
+      "earlier plateau run; choose an empty or new directory")
+  assert sorted(os.listdir(mine)) == ["notes.txt"]
+
+
 @pytest.mark.parametrize("flags, named", [
     (["--first_steps", "0"], "--first_steps"),
     (["--max_steps", "100"], "--max_steps"),

@@ -60,6 +60,17 @@ def test_the_command_relabels_every_split_and_refuses_a_missing_one(tmp_path):
   assert labels == {s: {"present": 1, "past": 2}
                     for s in ("train", "dev", "test")}
   assert "train: past 66.7%, present 33.3%" in result.stdout
+  # Its own output is replaced whole; a folder of the user's is refused.
+  again = run("--data_dir", str(data), "--output_dir", str(tmp_path / "out"))
+  assert again.returncode == 0, again.stderr[-2000:]
+  mine = tmp_path / "mine"
+  mine.mkdir()
+  (mine / "notes.txt").write_text("keep")
+  refused = run("--data_dir", str(data), "--output_dir", str(mine))
+  assert refused.returncode != 0
+  assert refused.stderr.strip().splitlines()[-1].startswith(
+      f"error: --output_dir {mine}: was not written by tense_intent")
+  assert sorted(os.listdir(mine)) == ["notes.txt"]
   os.remove(data / "test.conll.gz")
   result = run("--data_dir", str(data), "--output_dir", str(tmp_path / "b"))
   assert result.returncode != 0
