@@ -1,12 +1,12 @@
 """Mixed-vocabulary alignment of a moved student's new rows
-(distillation/vocab_alignment.py): the loss by hand, the mixed
+(compression/vocab_alignment.py): the loss by hand, the mixed
 segmentation, and training that moves only the student rows."""
 
 import numpy as np
 import pytest
 
-from tfmodels.distillation import vocab_alignment
-from tfmodels.distillation.vocab_alignment import (alignment_loss,
+from tfmodels.compression import vocab_alignment
+from tfmodels.compression.vocab_alignment import (alignment_loss,
                                                    mixed_example, words)
 from tfmodels.tokenization import Encoding
 

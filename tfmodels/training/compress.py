@@ -80,7 +80,7 @@ class CompressOptions:
       "task.json records it. Default: the teacher's.")
   align_steps: int = option(
       0, "With --vocab_file: steps of mixed-vocabulary alignment of the new "
-      "rows on the task's training text (distillation/vocab_alignment.py: "
+      "rows on the task's training text (compression/vocab_alignment.py: "
       "each word in the student's or the teacher's pieces, the frozen model "
       "must give the teacher-segmented hidden states).")
   seed: int = option(0, "Which calibration examples.")
@@ -288,7 +288,7 @@ def _carve(task, task_spec, spec, substitutions, counts, options,
     from tfmodels.compression.vocab_transfer import with_vocabulary
     teacher_tokenizer, moved_task = vocabularies
     if options.align_steps:
-      from tfmodels.distillation.vocab_alignment import align
+      from tfmodels.compression.vocab_alignment import align
       student, student_config, facts["vocabulary"] = align(
           student, student_config, head, teacher_tokenizer,
           moved_task.tokenizer, task.texts("train"), options.align_steps,
