@@ -103,8 +103,9 @@ def align(model, config, head, teacher_tokenizer, student_tokenizer, texts,
   """(the student model on the student vocabulary, its config, facts).
 
   `model` reads the teacher's vocabulary; its student rows start by
-  vocabulary transfer and are then trained for `steps` on `texts` (the
-  last `heldout` of them scored before and after, never trained on).
+  vocabulary transfer and are then trained for `steps` on `texts` (a
+  random `heldout` of them, at most a quarter, scored before and after,
+  never trained on).
   """
   from tfmodels.checkpoints.model_dir import encoder_of
   from tfmodels.encoders import INPUT_NAMES
@@ -134,9 +135,10 @@ def align(model, config, head, teacher_tokenizer, student_tokenizer, texts,
               words(student_tokenizer.encode(t))) for t in texts if t]
   encoded = [e for e in encoded if e[0] and len(e[0]) == len(e[1])]
   encoded = [encoded[i] for i in rng.permutation(len(encoded))]
-  if len(encoded) <= heldout:
-    raise ValueError(f"{len(encoded)} texts to align on: need more than "
-                     f"the {heldout} held out")
+  if len(encoded) < 2:
+    raise ValueError(f"{len(encoded)} text(s) to align on: need two, one "
+                     "to train on and one held out")
+  heldout = max(1, min(heldout, len(encoded) // 4))  # a small task's quarter
   train, held = encoded[:-heldout], encoded[-heldout:]
   cls_id, sep_id = (teacher_tokenizer.token_to_id[t]
                     for t in ("[CLS]", "[SEP]"))
