@@ -220,6 +220,8 @@ def _check(options):
     return f"--max_steps {options.max_steps} is below --first_steps"
   if not options.min_gain > 0:
     return "--min_gain must be > 0"
+  if not options.learning_rate > 0:
+    return "--learning_rate must be > 0"
   return None
 
 
@@ -239,7 +241,8 @@ def main(argv):
   if len(argv) > 1:
     sys.exit(f"error: unexpected arguments: {' '.join(argv[1:])}")
   options = from_flags(PlateauOptions)
-  error = _check(options)
+  from tfmodels.flag_checks import nonfinite_float_flag
+  error = nonfinite_float_flag() or _check(options)
   if error:
     sys.exit(f"error: {error}")
   foreign = _foreign(options.model_dir)

@@ -129,6 +129,8 @@ def test_a_folder_of_the_users_is_never_written_into(tmp_path):
     (["--first_steps", "0"], "--first_steps"),
     (["--max_steps", "100"], "--max_steps"),
     (["--min_gain", "0"], "--min_gain"),
+    (["--min_gain", "nan"], "--min_gain nan"),
+    (["--learning_rate", "0"], "--learning_rate"),
     (["--data_dir", "/nonexistent"], "--data_dir")])
 def test_bad_flags_are_refused_in_one_line_before_any_work(tmp_path, flags,
                                                            named):
