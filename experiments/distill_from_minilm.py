@@ -54,7 +54,7 @@ from absl import app
 from experiments import experiment
 from experiments.result_files import (conversion_summary, latency_rows,
                                       read_json, read_scalars)
-from experiments.paths import VOCAB, data_sources
+from experiments.paths import TASK_LIBRARY_PYTHON, VOCAB, data_sources
 from experiments.pipeline import Step, python_module
 from experiments.real_teacher import MINILM, import_step
 from tfmodels.command_options import define_flags, from_flags, option
@@ -91,6 +91,7 @@ class Scale:
   # take ~1,400 pieces the teacher cannot spell (BUILD_NOTES, issue 42).
   max_unique_chars: int = 200
   align_steps: int = 300  # its new rows' mixed-vocabulary alignment
+  app_questions: int = 20  # asked of its QA file through the Task Library
   # The teacher's fine-tuning runs to its plateau (experiments.plateau):
   # its first point's steps are finetune_steps["teacher"], doubled until
   # a doubling gains less than plateau_gain points on the examples held
@@ -127,7 +128,7 @@ SCALES = {
                                   "carved_small_vocab": (2, 2)},
                   calibration_samples=2, bench_runs=2,
                   calibration_examples=8, plateau_heldout=(4, 4),
-                  student_vocab_size=300, align_steps=2,
+                  student_vocab_size=300, align_steps=2, app_questions=2,
                   plateau_max_steps=4,
                   slices={"pretraining_documents": 12, "spam_rows": (16, 8),
                           "qa_questions": (16, 6)}),
@@ -228,6 +229,10 @@ class Layout(experiment.Layout):
     """The small-vocabulary student's vocab.txt (`build_student_vocab`)."""
     return self.path("vocab", "student_vocab.txt")
 
+  def app(self, model):
+    """`demo_app`'s output for the model's int8 QA file."""
+    return self.path("app", model)
+
   def tflite_file(self, model, mode="int8"):
     return os.path.join(self.tflite(model), f"{model}_qa_{mode}.tflite")
 
@@ -261,6 +266,8 @@ def build_steps(layout, scale, models=tuple(MODELS)):
         steps.append(_carve_step(recipe, model, task, data_dir))
       steps.append(_finetune_step(recipe, model, task, task_name, data_dir))
     steps.append(_convert_step(recipe, model))
+    if model in SMALL_VOCAB:
+      steps.append(_app_step(recipe, model))
     # Kronecker and low-rank factors hold no plain word table.
     if model in ("teacher", "student", "baseline"):
       steps += _probe_steps(recipe, model)
@@ -419,6 +426,24 @@ def _convert_step(recipe, model):
       (layout.finetuned(model, "qa"),) + recipe.data_inputs)
 
 
+def _app_step(recipe, model):
+  """The int8 QA file asked as an app asks it: the Python twin and, when
+  its venv exists, the Task Library's BertQuestionAnswerer, both with the
+  vocabulary the file carries (the student's own). The library always
+  feeds [1, MAX_SEQ_LENGTH], so a file exported shorter (the tiny scale)
+  is asked through the twin alone."""
+  layout, scale = recipe.layout, recipe.scale
+  library = (("--task_library_python", TASK_LIBRARY_PYTHON)
+             if os.path.exists(TASK_LIBRARY_PYTHON) and
+             scale.qa_export_max_seq_length == MAX_SEQ_LENGTH else ())
+  return Step(f"app_{model}", python_module(
+      "experiments.demo_app", "--model", layout.tflite_file(model),
+      "--qa_dir", recipe.task_dirs["wordnet_qa"], "--questions",
+      scale.app_questions, "--dev_questions", 0, "--output_dir",
+      layout.app(model), *library), layout.app(model),
+      (layout.tflite(model),) + recipe.data_inputs)
+
+
 def _probe_steps(recipe, model):
   """`lexical_probe` of the model's word table before (its encoder) and
   after QA fine-tuning."""
@@ -508,6 +533,7 @@ def collect(layout, command, scale, models=tuple(MODELS), previous=None):
             # Rows from before the fields read the shipped vocabulary.
             "vocab_size": _shipped_vocab_size(),
             "table_params": named and word_table_params(load_config(named)),
+            "task_library": None,
             **predates, **carried[model], "method": method,
             "measured_by": carried[model].get("measured_by",
                                               previous["command"]),
@@ -555,9 +581,20 @@ def collect(layout, command, scale, models=tuple(MODELS), previous=None):
         "carving": _carving(layout, model),
         "vocab_size": config and config.vocab_size,
         "table_params": config and word_table_params(config),
+        "task_library": _task_library(layout, model),
         **({"plateau": {task: _plateau(layout, task) for task, _, _ in TASKS}}
            if model == "teacher" else {})})
   return {"command": command, "host": _host(), "rows": rows}
+
+
+def _task_library(layout, model):
+  """How many of the app questions BertQuestionAnswerer answered as the
+  twin did from the int8 QA file (None: not asked)."""
+  answers = read_json(os.path.join(layout.app(model), "answers.json"))
+  library = (answers or {}).get("task_library")
+  return library and {"agree": library["agree"],
+                      "questions": len(answers["answers"]),
+                      "length": library["length"]}
 
 
 def _carving(layout, model):
@@ -680,6 +717,15 @@ def markdown(results, scale, curves=()):
             "the run that measured it):", ""]
   for r in results["rows"][1:]:
     lines.append("- " + _ratios(r, teacher))
+  asked = [r for r in results["rows"] if r.get("task_library")]
+  if asked:
+    lines += ["", "Asked as an app asks (`experiments.demo_app`: the int8 "
+              "QA file with the vocabulary it carries, through the TFLite "
+              "Task Library's BertQuestionAnswerer and the app's Python "
+              "twin):", ""] + [
+        f"- {r['name']}: {r['task_library']['agree']} of "
+        f"{r['task_library']['questions']} answers the same as the twin's "
+        f"at L = {r['task_library']['length']}" for r in asked]
   lines += ["", "What each word table knows by itself "
             "(`experiments.lexical_probe`: the context word nearest the "
             "definition by word vectors alone, exact match on the QA dev "

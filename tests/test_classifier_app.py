@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 
 from fixtures.converters import tiny_models
+from fixtures.task_library import task_library_python
 
 TEXTS = 8
 
@@ -40,16 +41,6 @@ def _classifier_app(*args):
       [sys.executable, "-m", "experiments.classifier_app", *map(str, args)],
       capture_output=True, text=True, env=tiny_models.env(),
       cwd=tiny_models.REPO)
-
-
-def _task_library_python():
-  """The Task Library's venv, or a skip saying why (CI always has it)."""
-  from experiments.paths import TASK_LIBRARY_PYTHON
-  if not os.path.exists(TASK_LIBRARY_PYTHON):
-    if os.environ.get("CI"):
-      pytest.fail(f"{TASK_LIBRARY_PYTHON} missing (make setup makes it)")
-    pytest.skip(f"no {TASK_LIBRARY_PYTHON} (make setup makes .venv-task)")
-  return TASK_LIBRARY_PYTHON
 
 
 def test_twin_is_the_interpreter_on_convert_tflites_features(converted):
@@ -114,7 +105,7 @@ def test_command_ships_the_model_with_its_vocab_and_labels(converted,
 
 
 def test_task_library_gives_the_twins_labels(converted, tmp_path):
-  python = _task_library_python()
+  python = task_library_python()
   model, data = converted
   out = tmp_path / "app_assets"
   result = _classifier_app("--model", model, "--data_dir", data, "--texts",
@@ -139,7 +130,7 @@ def test_a_fixed_length_file_gives_the_twins_probabilities(
     converted, tmp_path, tmp_path_factory):
   """convert_tflite --nodynamic_length: BertNLClassifier pads each text to
   the file's L, as the twin does, so the two agree to float round-off."""
-  python = _task_library_python()
+  python = task_library_python()
   model_dir = tiny_models.trained_classifier(tmp_path_factory.getbasetemp())
   _, data = converted
   result = tiny_models.run_converter(
@@ -160,7 +151,7 @@ def test_a_fixed_length_file_gives_the_twins_probabilities(
 
 
 def test_task_library_script_refuses_a_bad_model_in_one_line(tmp_path):
-  python = _task_library_python()
+  python = task_library_python()
   bad = tmp_path / "bad.tflite"
   bad.write_text("not a model")
   texts = tmp_path / "texts.json"

@@ -16,8 +16,9 @@ from tfmodels.summary import count
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 # Steps of `--models carved,carved_small_vocab`: slices, MiniLM, the
 # student vocabulary, the teacher's QA and spam, 3 conversions, 4 carvings
-# and their QA / spam runs, the teacher's 2 word-table probes, the benchmark.
-STEPS_RUN = 1 + 1 + 1 + 2 + 3 + 4 + 4 + 2 + 1
+# and their QA / spam runs, the small-vocabulary student asked as an app,
+# the teacher's 2 word-table probes, the benchmark.
+STEPS_RUN = 1 + 1 + 1 + 2 + 3 + 4 + 4 + 1 + 2 + 1
 
 
 def test_student_fits_the_teacher_and_the_budget():
@@ -132,7 +133,7 @@ def test_tiny_recipe_end_to_end(tmp_path):
             "spam_acc", "qa_f1_int8", "int8_size_mb", "seq_length",
             "int8_ms", "word_table_em", "init", "norm", "activation",
             "kd_steps", "train_steps", "minutes", "carving", "vocab_size",
-            "table_params"}
+            "table_params", "task_library"}
   for name in ("student", "baseline", "kronecker",
                "carved_low_rank"):  # carried, with the teacher they faced
     assert set(rows[name]) == fields | {"measured_by", "teacher_int8_ms",
@@ -196,6 +197,14 @@ def test_tiny_recipe_end_to_end(tmp_path):
       carved["table_params"] - small["table_params"])
   assert small["int8_size_mb"] < carved["int8_size_mb"] - 3
   assert 0 <= small["qa_f1"] <= 100 and 0 <= small["spam_acc"] <= 100
+  # Its int8 QA file asked as an app asks, with the vocabulary it carries:
+  # the twin here (the Task Library feeds [1, 384] alone, and the tiny
+  # scale exports at 64; test_vocab_transfer asks it of a 384 file).
+  assert carved["task_library"] is None and small["task_library"] is None
+  answers = json.loads((out / "app" / "carved_small_vocab" /
+                        "answers.json").read_text())["answers"]
+  assert len(answers) == 2 and all(isinstance(a["answer"], str)
+                                   for a in answers)
   table = (results / "distill_from_minilm.md").read_text()
   assert "| teacher: all-MiniLM-L6-v2" in table
   assert "of the teacher's QA F1" in table and "last doubling" in table

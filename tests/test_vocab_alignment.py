@@ -1,6 +1,7 @@
 """Mixed-vocabulary alignment of a moved student's new rows
 (compression/vocab_alignment.py): the loss by hand, the mixed
-segmentation, and training that moves only the student rows."""
+segmentation, and training that moves only the student rows (or the
+layers too)."""
 
 import numpy as np
 import pytest
@@ -61,34 +62,44 @@ def test_mixed_example_takes_each_word_from_one_vocabulary():
     mixed_example(teacher, student[:2], 100, 0.5, _Always(0.1), 16, 0, 99)
 
 
-def test_alignment_trains_only_the_student_rows(tmp_path):
-  """On a tiny model: the held-out loss falls, a piece both vocabularies
-  have ends where the transfer put it only if training moved it (shared
-  rows are student rows too), and the rest of the model is untouched."""
+LETTERS = list("abcdefgh")
+SPECIALS = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
+TEACHER_VOCAB = SPECIALS + LETTERS + ["##" + c for c in LETTERS]
+STUDENT_VOCAB = SPECIALS + ["ab", "cd", "##ef", "a", "g"] + [
+    "##" + c for c in LETTERS]
+
+
+def _aligned(tmp_path, **kwargs):
+  """(teacher-vocabulary model, {name: its weights before}, align's
+  result) on random letter words."""
   import tf_keras as keras
   from tfmodels.checkpoints.model_dir import Head, build_model
   from tfmodels.configs import load_config
   from tfmodels.tokenization import WordPieceTokenizer
-  specials = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
-  letters = list("abcdefgh")
-  teacher_vocab = specials + letters + ["##" + c for c in letters]
-  student_vocab = specials + ["ab", "cd", "##ef", "a", "g"] + [
-      "##" + c for c in letters]
-  for name, vocab in (("t", teacher_vocab), ("s", student_vocab)):
+  for name, vocab in (("t", TEACHER_VOCAB), ("s", STUDENT_VOCAB)):
     (tmp_path / f"{name}.txt").write_text("\n".join(vocab) + "\n")
   teacher_tok = WordPieceTokenizer(str(tmp_path / "t.txt"))
   student_tok = WordPieceTokenizer(str(tmp_path / "s.txt"))
   rng = np.random.default_rng(0)
-  texts = [" ".join("".join(rng.choice(letters, rng.integers(1, 5)))
+  texts = [" ".join("".join(rng.choice(LETTERS, rng.integers(1, 5)))
                     for _ in range(6)) for _ in range(200)]
-  config = load_config("tiny_bert").replace(vocab_size=len(teacher_vocab))
+  config = load_config("tiny_bert").replace(vocab_size=len(TEACHER_VOCAB))
   keras.utils.set_random_seed(0)
   head = Head("span")
   model = build_model(config, head)
-  student, student_config, facts = vocab_alignment.align(
+  before = {w.name: w.numpy() for w in model.weights}
+  return model, before, vocab_alignment.align(
       model, config, head, teacher_tok, student_tok, texts, steps=60,
       length=32, batch_size=16, learning_rate=1e-2, heldout=32,
-      log=lambda _: None)
+      log=lambda _: None, **kwargs)
+
+
+def test_alignment_trains_only_the_student_rows(tmp_path):
+  """On a tiny model: the held-out loss falls, a piece both vocabularies
+  have ends where the transfer put it only if training moved it (shared
+  rows are student rows too), and the rest of the model is untouched."""
+  teacher_vocab, student_vocab = TEACHER_VOCAB, STUDENT_VOCAB
+  model, _, (student, student_config, facts) = _aligned(tmp_path)
   alignment = facts["alignment"]
   assert alignment["heldout_after"] < 0.7 * alignment["heldout_before"]
   assert student_config.vocab_size == len(student_vocab)
@@ -104,3 +115,22 @@ def test_alignment_trains_only_the_student_rows(tmp_path):
   # "ab" (new) moved from its start, the mean of a and ##b.
   start = (old[teacher_vocab.index("a")] + old[teacher_vocab.index("##b")]) / 2
   assert np.abs(table[student_vocab.index("ab")] - start).max() > 1e-3
+
+
+def test_alignment_with_the_layers_trains_them_against_the_carved_copy(
+    tmp_path):
+  """--align_layers_learning_rate: the layers move too, the held-out loss
+  falls further than the rows alone take it, and the model given stays
+  as it was (it is the frozen copy the targets come from)."""
+  _, _, (_, _, rows_only) = _aligned(tmp_path)
+  model, given, (student, _, facts) = _aligned(
+      tmp_path, layers_learning_rate=3e-3)
+  alignment = facts["alignment"]
+  assert alignment["layers_learning_rate"] == 3e-3
+  assert alignment["heldout_after"] < rows_only["alignment"]["heldout_after"]
+  for w in model.weights:  # the frozen copy the targets came from
+    np.testing.assert_array_equal(w.numpy(), given[w.name])
+  after = {w.name: w.numpy() for w in student.weights}
+  moved = [n for n, v in after.items() if "word_embeddings" not in n
+           and np.abs(v - given[n]).max() > 1e-4]
+  assert any("attention" in n for n in moved), moved

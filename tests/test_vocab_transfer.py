@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 
 from fixtures.converters import tiny_models
+from fixtures.task_library import task_library_python
 from tfmodels.checkpoints.model_dir import Head, build_model
 from tfmodels.compression.vocab_transfer import (spelling, transferred_rows,
                                                  with_vocabulary)
@@ -105,11 +106,13 @@ def _smaller_vocab(path):
 
 
 def _bert_qa_teacher(base, tmp_path):
-  """A tiny BERT (carving takes BERT-type encoders) fine-tuned on QA."""
+  """A tiny BERT (carving takes BERT-type encoders) fine-tuned on QA, with
+  positions for the Task Library's fixed 384."""
   from tfmodels.checkpoints.model_dir import save_model_dir
   data = tiny_models.qa_data(base)
   config = load_config("tiny_bert").replace(
-      vocab_size=sum(1 for _ in open(tiny_models.VOCAB)))
+      vocab_size=sum(1 for _ in open(tiny_models.VOCAB)),
+      max_position_embeddings=384)
   init = tmp_path / "init"
   save_model_dir(build_model(config, Head("encoder")), config,
                  Head("encoder"), str(init))
@@ -180,7 +183,8 @@ def test_the_carried_targets_loss_by_hand():
 def test_a_carved_student_on_its_own_vocabulary_converts_and_answers(
     tmp_path_factory, tmp_path):
   """compress --vocab_file: the task.json record, the smaller table; then
-  convert_tflite attaches that vocabulary and the twin answers with it."""
+  convert_tflite attaches that vocabulary, and the twin and the Task
+  Library's BertQuestionAnswerer answer with it."""
   from android_bench.qa_app import answering
   from android_bench.qa_app.span_model import SpanModel
   from tfmodels.vocab_record import record_of_file
@@ -230,8 +234,10 @@ def test_a_carved_student_on_its_own_vocabulary_converts_and_answers(
   assert history[-1]["logit_kd"] > 0
 
   out = tmp_path / "tflite"
+  # At the Task Library's fixed length (its BertQuestionAnswerer feeds
+  # [1, 384] whatever the file's default).
   result = tiny_models.run_converter(
-      "--model_dir", tuned, "--data_dir", data, "--max_seq_length", 64,
+      "--model_dir", tuned, "--data_dir", data, "--max_seq_length", 384,
       "--output_dir", out, "--modes", "float32,int8", "--name", "small",
       "--num_calibration_samples", 8, "--num_compare", 8)
   assert result.returncode == 0, result.stderr[-3000:]
@@ -253,6 +259,19 @@ def test_a_carved_student_on_its_own_vocabulary_converts_and_answers(
   expected = answering.predict(passage, question, own,
                                SpanModel(model, num_threads=2))
   assert result.stdout == expected.answer + "\n"
+  # The Task Library answers from the same file: it tokenizes with the
+  # vocabulary the metadata carries and takes no other.
+  app = tmp_path / "app"
+  result = _run("experiments.demo_app", "--model", model, "--qa_dir", data,
+                "--questions", 2, "--dev_questions", 0, "--output_dir", app,
+                "--task_library_python", task_library_python())
+  assert result.returncode == 0, (result.stdout + result.stderr)[-2000:]
+  asked = json.loads((app / "answers.json").read_text())
+  assert asked["task_library"]["api"].endswith("BertQuestionAnswerer")
+  assert asked["task_library"]["length"] == 384
+  assert len(asked["answers"]) == 2 and all(
+      isinstance(a["task_library_answer"], str) for a in asked["answers"])
+  assert (app / "vocab.txt").read_text().splitlines() == own.vocab
   # ... and refuses the teacher's, which the file does not carry.
   result = _run("android_bench.qa_app", "--model", model, "--vocab",
                 tiny_models.VOCAB, "--passage", passage_file, "--question",

@@ -8,17 +8,22 @@ segmented using the teacher vocabulary". A carved student already has the
 teacher's layers and table; what it lacks is vectors for the pieces its
 new vocabulary adds (`compression.vocab_transfer` starts them as the mean
 of the teacher pieces spelling them). So the alignment here keeps the
-carved model and its teacher-vocabulary table frozen and trains only the
-student rows: the model reading the mixed segmentation must give, at each
-word's first piece, the hidden states (every layer's) it gives reading the
-same text all in the teacher's vocabulary:
+carved model's teacher-vocabulary table frozen and trains the student
+rows: the model reading the mixed segmentation must give, at each word's
+first piece, the hidden states (every layer's) the model as carved gives
+reading the same text all in the teacher's vocabulary:
 
   L = mean over aligned words w and layers l of
       mean_d (h_l(mixed)[pos_mixed(w)] - h_l(teacher)[pos_teacher(w)])^2
 
 Both segmentations share BERT's word splitting, so word k of one is word k
 of the other. The mixed model is the carved one over both vocabularies
-(the student's ids offset by the teacher's size).
+(the student's ids offset by the teacher's size). Rows alone cannot give
+a word the teacher held whole but the student splits its own first-piece
+state (the piece is shared by many words); with `layers_learning_rate`
+the layers train too (the paper's stage I trains the whole teacher), to
+compose split words as the teacher read them, against the carved model's
+frozen copy.
 """
 
 import numpy as np
@@ -99,13 +104,14 @@ def _batch(examples, length):
 
 def align(model, config, head, teacher_tokenizer, student_tokenizer, texts,
           steps, length=128, batch_size=16, learning_rate=1e-3, p_sv=0.5,
-          seed=0, heldout=64, log=print):
+          seed=0, heldout=64, layers_learning_rate=0.0, log=print):
   """(the student model on the student vocabulary, its config, facts).
 
   `model` reads the teacher's vocabulary; its student rows start by
   vocabulary transfer and are then trained for `steps` on `texts` (a
   random `heldout` of them, at most a quarter, scored before and after,
-  never trained on).
+  never trained on); every other weight but the teacher's rows too when
+  `layers_learning_rate` > 0. `model` itself is never changed.
   """
   from tfmodels.checkpoints.model_dir import encoder_of
   from tfmodels.encoders import INPUT_NAMES
@@ -123,9 +129,11 @@ def align(model, config, head, teacher_tokenizer, student_tokenizer, texts,
   mixed_model = rebuilt_with_rows(
       model, config, head, name,
       np.concatenate([values[name], student_rows]), mixed_config)
-  encoder = encoder_of(mixed_model)
+  encoder, carved = encoder_of(mixed_model), encoder_of(model)
   table = next(w for w in mixed_model.weights
                if w.name.split(":")[0] == name)
+  layers = [w for w in encoder.trainable_weights
+            if w.name.split(":")[0] != name] if layers_learning_rate else []
   trainable = np.zeros((mixed_config.vocab_size, 1), np.float32)
   trainable[offset:] = 1.0  # the student rows alone
   trainable = tf.constant(trainable)
@@ -147,15 +155,15 @@ def align(model, config, head, teacher_tokenizer, student_tokenizer, texts,
     return _batch([mixed_example(t, s, offset, p_sv, generator, length,
                                  cls_id, sep_id) for t, s in pairs], length)
 
-  def states(ids, mask):
-    out = encoder({INPUT_NAMES[0]: ids, INPUT_NAMES[1]: mask,
-                   INPUT_NAMES[2]: tf.zeros_like(ids)}, training=False)
+  def states(model_encoder, ids, mask):
+    out = model_encoder({INPUT_NAMES[0]: ids, INPUT_NAMES[1]: mask,
+                         INPUT_NAMES[2]: tf.zeros_like(ids)}, training=False)
     return out["hidden_states"]
 
   def loss_of(batch):
     target = [tf.stop_gradient(s) for s in states(
-        batch["teacher_ids"], batch["teacher_mask"])]
-    return alignment_loss(target, states(batch["mixed_ids"],
+        carved, batch["teacher_ids"], batch["teacher_mask"])]
+    return alignment_loss(target, states(encoder, batch["mixed_ids"],
                                          batch["mixed_mask"]),
                           batch["teacher_positions"], batch["mixed_positions"],
                           batch["weights"])
@@ -163,25 +171,31 @@ def align(model, config, head, teacher_tokenizer, student_tokenizer, texts,
   held_batch = examples(held, np.random.default_rng(seed + 1))
   before = float(loss_of(held_batch))
   optimizer = keras.optimizers.Adam(learning_rate)
+  layer_optimizer = keras.optimizers.Adam(layers_learning_rate or 1.0)
   losses = []
   for step in range(steps):
     pick = rng.choice(len(train), min(batch_size, len(train)), replace=False)
     batch = examples([train[i] for i in pick], rng)
     with tf.GradientTape() as tape:
       loss = loss_of(batch)
-    gradient = tf.convert_to_tensor(tape.gradient(loss, table)) * trainable
-    optimizer.apply_gradients([(gradient, table)])
+    gradients = tape.gradient(loss, [table] + layers)
+    optimizer.apply_gradients(
+        [(tf.convert_to_tensor(gradients[0]) * trainable, table)])
+    if layers:
+      layer_optimizer.apply_gradients(
+          [(g, w) for g, w in zip(gradients[1:], layers) if g is not None])
     losses.append(float(loss))
     if (step + 1) % 50 == 0:
       log(f"align step {step + 1}: loss {np.mean(losses[-50:]):.4f}")
   after = float(loss_of(held_batch))
   student_rows = table.numpy()[offset:]
   student_config = config.replace(vocab_size=len(student_vocab))
-  student = rebuilt_with_rows(model, config, head, name, student_rows,
-                              student_config)
+  student = rebuilt_with_rows(mixed_model, mixed_config, head, name,
+                              student_rows, student_config)
   facts = dict(transfer, vocab_size=len(student_vocab),
                teacher_vocab_size=offset, table=name, alignment={
                    "steps": steps, "p_sv": p_sv, "texts": len(train),
+                   "layers_learning_rate": layers_learning_rate,
                    "loss_first": losses[0] if losses else None,
                    "loss_last": losses[-1] if losses else None,
                    "heldout_texts": len(held), "heldout_before": before,

@@ -83,6 +83,10 @@ class CompressOptions:
       "rows on the task's training text (compression/vocab_alignment.py: "
       "each word in the student's or the teacher's pieces, the frozen model "
       "must give the teacher-segmented hidden states).")
+  align_layers_learning_rate: float = option(
+      0.0, "With --align_steps: the layers train too at this rate (0: only "
+      "the new rows; the paper's stage I trains the whole model), so words "
+      "the student splits are composed as the teacher read them whole.")
   seed: int = option(0, "Which calibration examples.")
   overwrite: bool = option(False, "Replace an existing --model_dir.")
 
@@ -121,6 +125,13 @@ def _check_options(options):
       return f"--{name} {getattr(options, name)}: must be >= 1"
   if not 0.0 <= options.target_params < 1.0:
     return f"--target_params {options.target_params}: must be in [0, 1)"
+  if options.align_layers_learning_rate < 0:
+    return ("--align_layers_learning_rate "
+            f"{options.align_layers_learning_rate}: must be >= 0")
+  if options.align_layers_learning_rate and not options.align_steps:
+    return ("--align_layers_learning_rate "
+            f"{options.align_layers_learning_rate}: trains during "
+            "--align_steps; none given")
   if not options.recover_learning_rate > 0:
     return (f"--recover_learning_rate {options.recover_learning_rate}: must "
             "be > 0")
@@ -293,7 +304,9 @@ def _carve(task, task_spec, spec, substitutions, counts, options,
           student, student_config, head, teacher_tokenizer,
           moved_task.tokenizer, task.texts("train"), options.align_steps,
           length=task.max_seq_length, batch_size=options.batch_size,
-          seed=options.seed, log=lambda line: print(line, flush=True))
+          seed=options.seed,
+          layers_learning_rate=options.align_layers_learning_rate,
+          log=lambda line: print(line, flush=True))
     else:
       student, student_config, facts["vocabulary"] = with_vocabulary(
           student, student_config, head, teacher_tokenizer.vocab,
