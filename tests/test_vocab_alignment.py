@@ -49,15 +49,17 @@ def test_mixed_example_takes_each_word_from_one_vocabulary():
   student = [[1], [2, 3], [4]]
   all_student = mixed_example(teacher, student, 100, 0.5, _Always(0.1), 16,
                               0, 99)
+  # Each word's first piece, and its last where either cut splits it.
   assert all_student == ([0, 5, 6, 7, 8, 9, 10, 99], [0, 101, 102, 103, 104,
                                                       99],
-                         [1, 3, 4], [1, 2, 4])
+                         [1, 2, 3, 3, 4, 6], [1, 1, 2, 3, 4, 4])
   all_teacher = mixed_example(teacher, student, 100, 0.5, _Always(0.9), 16,
                               0, 99)
   assert all_teacher[1] == all_teacher[0]
   # Cut to 6 tokens: [CLS] + words that fit whole + [SEP].
   cut = mixed_example(teacher, student, 100, 0.5, _Always(0.1), 5, 0, 99)
-  assert cut == ([0, 5, 6, 7, 99], [0, 101, 102, 103, 99], [1, 3], [1, 2])
+  assert cut == ([0, 5, 6, 7, 99], [0, 101, 102, 103, 99], [1, 2, 3, 3],
+                 [1, 1, 2, 3])
   with pytest.raises(ValueError, match="different words"):
     mixed_example(teacher, student[:2], 100, 0.5, _Always(0.1), 16, 0, 99)
 

@@ -10,10 +10,11 @@ new vocabulary adds (`compression.vocab_transfer` starts them as the mean
 of the teacher pieces spelling them). So the alignment here keeps the
 carved model's teacher-vocabulary table frozen and trains the student
 rows: the model reading the mixed segmentation must give, at each word's
-first piece, the hidden states (every layer's) the model as carved gives
-reading the same text all in the teacher's vocabulary:
+first piece (and its last, where either cut splits it: a span's end), the
+hidden states (every layer's) the model as carved gives reading the same
+text all in the teacher's vocabulary:
 
-  L = mean over aligned words w and layers l of
+  L = mean over aligned word ends w and layers l of
       mean_d (h_l(mixed)[pos_mixed(w)] - h_l(teacher)[pos_teacher(w)])^2
 
 Both segmentations share BERT's word splitting, so word k of one is word k
@@ -49,9 +50,11 @@ def words(encoding):
 
 def mixed_example(teacher_words, student_words, offset, p_sv, rng, length,
                   cls_id, sep_id):
-  """(teacher ids, mixed ids, teacher word positions, mixed word positions)
-  of one text, each [CLS] words [SEP] cut to `length`; a word is kept only
-  if it fits whole in both. Student ids are shifted by `offset`."""
+  """(teacher ids, mixed ids, teacher positions, mixed positions) of one
+  text, each [CLS] words [SEP] cut to `length`; a word is kept only if it
+  fits whole in both. A word's positions are its first piece and, if either
+  cut splits it, its last (where a span ends). Student ids are shifted by
+  `offset`."""
   if len(teacher_words) != len(student_words):
     raise ValueError("the two segmentations split the text into different "
                      "words")
@@ -63,6 +66,9 @@ def mixed_example(teacher_words, student_words, offset, p_sv, rng, length,
       break
     teacher_positions.append(len(teacher))
     mixed_positions.append(len(mixed))
+    if len(t) > 1 or len(m) > 1:
+      teacher_positions.append(len(teacher) + len(t) - 1)
+      mixed_positions.append(len(mixed) + len(m) - 1)
     teacher += t
     mixed += m
   return teacher + [sep_id], mixed + [sep_id], teacher_positions, \
