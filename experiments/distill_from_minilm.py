@@ -91,6 +91,9 @@ class Scale:
   # take ~1,400 pieces the teacher cannot spell (BUILD_NOTES, issue 42).
   max_unique_chars: int = 200
   align_steps: int = 300  # its new rows' mixed-vocabulary alignment
+  # ... with the layers trained too (BUILD_NOTES, issue 42: rows alone
+  # cannot carry the words the small vocabulary splits).
+  align_layers_learning_rate: float = 1e-4
   app_questions: int = 20  # asked of its QA file through the Task Library
   # The teacher's fine-tuning runs to its plateau (experiments.plateau):
   # its first point's steps are finetune_steps["teacher"], doubled until
@@ -347,10 +350,11 @@ def _carve_step(recipe, model, task, data_dir):
 
 
 def _vocab_flags(layout, scale, model):
-  """--vocab_file and --align_steps of a model with its own vocabulary,
+  """--vocab_file and the alignment flags of a model with its own vocabulary,
   else nothing."""
   return (("--vocab_file", layout.student_vocab(), "--align_steps",
-           scale.align_steps) if model in SMALL_VOCAB else ())
+           scale.align_steps, "--align_layers_learning_rate",
+           scale.align_layers_learning_rate) if model in SMALL_VOCAB else ())
 
 
 def _vocab_inputs(layout, model):
