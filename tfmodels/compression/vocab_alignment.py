@@ -177,7 +177,7 @@ def align(model, config, head, teacher_tokenizer, student_tokenizer, texts,
   held_batch = examples(held, np.random.default_rng(seed + 1))
   before = float(loss_of(held_batch))
   optimizer = keras.optimizers.Adam(learning_rate)
-  layer_optimizer = keras.optimizers.Adam(layers_learning_rate or 1.0)
+  layer_optimizer = layers and keras.optimizers.Adam(layers_learning_rate)
   losses = []
   for step in range(steps):
     pick = rng.choice(len(train), min(batch_size, len(train)), replace=False)
