@@ -54,7 +54,7 @@ from absl import app
 from experiments import experiment
 from experiments.result_files import (conversion_summary, latency_rows,
                                       read_json, read_scalars)
-from experiments.paths import TASK_LIBRARY_PYTHON, VOCAB, data_sources
+from experiments.paths import VOCAB, data_sources, task_library_flags
 from experiments.pipeline import Step, python_module
 from experiments.real_teacher import MINILM, import_step
 from tfmodels.command_options import define_flags, from_flags, option
@@ -437,9 +437,8 @@ def _app_step(recipe, model):
   feeds [1, MAX_SEQ_LENGTH], so a file exported shorter (the tiny scale)
   is asked through the twin alone."""
   layout, scale = recipe.layout, recipe.scale
-  library = (("--task_library_python", TASK_LIBRARY_PYTHON)
-             if os.path.exists(TASK_LIBRARY_PYTHON) and
-             scale.qa_export_max_seq_length == MAX_SEQ_LENGTH else ())
+  library = (task_library_flags()
+             if scale.qa_export_max_seq_length == MAX_SEQ_LENGTH else ())
   return Step(f"app_{model}", python_module(
       "experiments.demo_app", "--model", layout.tflite_file(model),
       "--qa_dir", recipe.task_dirs["wordnet_qa"], "--questions",

@@ -12,6 +12,13 @@ VOCAB = os.path.join(DATA, "vocab", "uncased_vocab.txt")
 TASK_LIBRARY_PYTHON = os.path.join(REPO, ".venv-task", "bin", "python")
 
 
+def task_library_flags():
+  """`--task_library_python` for an app command when the venv exists
+  (`make setup` makes it), else nothing: the command asks the twin alone."""
+  return (("--task_library_python", TASK_LIBRARY_PYTHON)
+          if os.path.exists(TASK_LIBRARY_PYTHON) else ())
+
+
 def data_sources(slices, directory):
   """(steps, pre-training text per split, task directory per data/ name).
 

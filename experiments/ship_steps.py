@@ -23,7 +23,7 @@ import json
 import os
 
 from android_bench.qa_app import SEQUENCE_LENGTH
-from experiments.paths import TASK_LIBRARY_PYTHON
+from experiments.paths import task_library_flags
 from experiments.pipeline import Step, python_module
 from experiments.result_files import read_json
 
@@ -359,8 +359,7 @@ def _add_app(chain, shipped):
   Python twin and the TFLite Task Library (when its venv exists)."""
   plan, layout = chain.plan, chain.layout
   name, int8 = shipped, layout.tflite_file(shipped, "int8")
-  library = (("--task_library_python", TASK_LIBRARY_PYTHON)
-             if os.path.exists(TASK_LIBRARY_PYTHON) else ())
+  library = task_library_flags()
   if plan.task == "squad":
     command = python_module(
         "experiments.demo_app", "--model", int8, "--qa_dir", plan.data_dir,
