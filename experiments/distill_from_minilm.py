@@ -117,9 +117,9 @@ SCALES = {
                                   "student": (300, 300),
                                   "baseline": (300, 300),
                                   "kronecker": (100, 60),
-                                  "carved": (400, 100),
+                                  "carved": (400, 400),
                                   "carved_low_rank": (200, 50),
-                                  "carved_small_vocab": (400, 100)},
+                                  "carved_small_vocab": (400, 400)},
                   calibration_samples=100, bench_runs=20),
     "tiny": Scale(32, 64, 64, 32, dupe_factor=1, batch_size=2,
                   finetune_batch_size=2, distill_steps=14, kronecker_steps=2,
@@ -412,7 +412,7 @@ def _finetune_step(recipe, model, task, task_name, data_dir):
       "--checkpoint_every", 100, "--keep_checkpoints", 1,
       "--log_every", 10, *kd), output,
       (os.path.dirname(start) if model in CARVES else start,)
-      + teacher + recipe.data_inputs)
+      + teacher + recipe.data_inputs, clean=True)
 
 
 def _convert_step(recipe, model):

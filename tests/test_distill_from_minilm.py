@@ -85,6 +85,32 @@ def test_the_carves_are_the_experiments_own_not_the_demos():
       low_rank["--low_rank"])
 
 
+_TRAINING_STEPS = """
+import json
+import experiments.distill_from_minilm as recipe
+steps = recipe.build_steps(recipe.Layout("/out"), recipe.SCALES["full"],
+                           ("teacher", "carved", "carved_small_vocab"))
+print(json.dumps({s.name: s.clean for s in steps
+                  if "tfmodels.training.finetune" in s.command
+                  or "tfmodels.training.compress" in s.command
+                  or "experiments.plateau" in s.command}))
+"""
+
+
+def test_a_training_step_run_again_starts_over():
+  """A fine-tuning run forced or re-run after its teacher changed starts
+  from an empty directory (pipeline `clean`): resuming the finished run's
+  last checkpoint under another step count would train a schedule no
+  `--train_steps` gives, against the old teacher's first steps."""
+  child = subprocess.run([sys.executable, "-c", _TRAINING_STEPS], cwd=REPO,
+                         capture_output=True, text=True)
+  assert child.returncode == 0, child.stderr[-3000:]
+  clean = json.loads(child.stdout.splitlines()[-1])
+  assert {"carved_qa", "carved_small_vocab_spam", "teacher_qa",
+          "carve_carved_spam"} <= set(clean)
+  assert all(clean.values()), clean
+
+
 def test_unusable_results_dir_is_refused_before_any_work(tmp_path):
   blocker = tmp_path / "file"
   blocker.write_text("")
