@@ -210,17 +210,20 @@ def test_tiny_recipe_end_to_end(tmp_path):
   assert low_rank["norm"] == "layer_norm"
   # int8 files: the carved student's is the smaller.
   assert carved["int8_size_mb"] < rows["teacher"]["int8_size_mb"]
-  # The small-vocabulary student: carved the same, on its learned
-  # vocabulary (300 pieces asked, plus every ASCII character), a smaller
-  # table and file.
+  # The small-vocabulary student: carved narrower (FFN 384, table rank
+  # 96), on its learned vocabulary (300 pieces asked, plus every ASCII
+  # character), a smaller table and file.
   small = rows["carved_small_vocab"]
   assert 300 <= small["vocab_size"] <= 300 + 2 * 94
   assert small["carving"]["vocabulary"]["vocab_size"] == small["vocab_size"]
   assert small["carving"]["heads"] == carved["carving"]["heads"]
-  assert small["table_params"] == small["vocab_size"] * 128 + 128 * 384
+  assert small["carving"]["intermediate_size"] == 384
+  assert small["table_params"] == small["vocab_size"] * 96 + 96 * 384
   assert carved["table_params"] == 30522 * 128 + 128 * 384
+  # Per layer: 128 fewer FFN neurons (two kernels and a bias).
   assert small["encoder_params"] == carved["encoder_params"] - (
-      carved["table_params"] - small["table_params"])
+      carved["table_params"] - small["table_params"]) - 6 * 128 * (
+          2 * 384 + 1)
   assert small["int8_size_mb"] < carved["int8_size_mb"] - 3
   assert 0 <= small["qa_f1"] <= 100 and 0 <= small["spam_acc"] <= 100
   # Its int8 QA file asked as an app asks, with the vocabulary it carries:
@@ -235,7 +238,8 @@ def test_tiny_recipe_end_to_end(tmp_path):
   assert "| teacher: all-MiniLM-L6-v2" in table
   assert "of the teacher's QA F1" in table and "last doubling" in table
   assert "| carved: carved from the fine-tuned MiniLM" in table
-  assert "| carved_small_vocab: carved as `carved`" in table
+  assert ("| carved_small_vocab: carved from the fine-tuned MiniLM: 6 of 12 "
+          "heads, 384 of 1536") in table
   assert "| 30,522 (3.96M) |" in table
   assert "steps," in table and " min |" in table
   assert "Rows carried over from an earlier run" in table
