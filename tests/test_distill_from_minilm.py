@@ -44,6 +44,16 @@ def _ranks(value):
   return {k: int(v) for k, v in (kv.split("=") for kv in value.split(","))}
 
 
+def _in_child(script):
+  """The JSON `script` prints last, run in a child: the command defines its
+  flags on import, which would clash with another experiment's imported by
+  an earlier test in this process."""
+  child = subprocess.run([sys.executable, "-c", script], cwd=REPO,
+                         capture_output=True, text=True)
+  assert child.returncode == 0, child.stderr[-3000:]
+  return json.loads(child.stdout.splitlines()[-1])
+
+
 _OWN_CARVES = """
 import json, sys
 import experiments.distill_from_minilm as recipe
@@ -63,12 +73,7 @@ def test_the_carves_are_the_experiments_own_not_the_demos():
   without changing this experiment or its committed results: it loads no
   module of the demo, its steps ignore the demo's student, and its carved
   rows are the carves its committed results measured."""
-  # In a child: the command defines its flags on import, which would clash
-  # with another experiment's imported by an earlier test in this process.
-  child = subprocess.run([sys.executable, "-c", _OWN_CARVES], cwd=REPO,
-                         capture_output=True, text=True)
-  assert child.returncode == 0, child.stderr[-3000:]
-  loaded, same_steps, carves = json.loads(child.stdout.splitlines()[-1])
+  loaded, same_steps, carves = _in_child(_OWN_CARVES)
   assert loaded == [] and same_steps
   with open(os.path.join(REPO, "experiments", "results",
                          "distill_from_minilm.json")) as f:
@@ -102,10 +107,7 @@ def test_a_training_step_run_again_starts_over():
   from an empty directory (pipeline `clean`): resuming the finished run's
   last checkpoint under another step count would train a schedule no
   `--train_steps` gives, against the old teacher's first steps."""
-  child = subprocess.run([sys.executable, "-c", _TRAINING_STEPS], cwd=REPO,
-                         capture_output=True, text=True)
-  assert child.returncode == 0, child.stderr[-3000:]
-  clean = json.loads(child.stdout.splitlines()[-1])
+  clean = _in_child(_TRAINING_STEPS)
   assert {"carved_qa", "carved_small_vocab_spam", "teacher_qa",
           "carve_carved_spam"} <= set(clean)
   assert all(clean.values()), clean
