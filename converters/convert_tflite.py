@@ -491,6 +491,7 @@ def convert_modes(options, p, ref):
   """{mode: (bytes of the final file, its measurements)}."""
   from converters import (contract, conversion, gpu_delegate, metadata,
                           representative, validate)
+  from tfmodels.tokenization import settings_beside
   expected = {k: (1,) + v.shape[1:] for k, v in ref.outputs.items()}
   dataset = ref.calibration and representative.calibration_dataset(
       ref.calibration, options.num_calibration_samples)
@@ -523,7 +524,8 @@ def convert_modes(options, p, ref):
     _progress(f"[{mode}] validating ({len(data) / 1e6:.2f} MB)")
     if options.metadata:
       data = metadata.attach(data, ref.source.head, p.vocab_file,
-                             ref.labels, description=f"{p.name} ({mode})")
+                             ref.labels, description=f"{p.name} ({mode})",
+                             settings=settings_beside(p.vocab_file))
     result_of_mode = validate.measure_mode(
         data, ref.outputs, ref.inputs, ref.task, options.eval_split,
         options.num_threads, ref.shorter)

@@ -10,7 +10,8 @@ everything in the model file itself:
     slot model: `intent_probability` / `slot_logits`, no Task Library API);
   * a `BertTokenizerOptions` input process unit naming the vocabulary;
   * the vocabulary (and a classifier's labels, or the joint model's intents
-    and slot tags) as associated files: an uncompressed zip appended to the
+    and slot tags, and the tokenizer's settings when they are not the
+    defaults) as associated files: an uncompressed zip appended to the
     flatbuffer, so the file is a valid model and a valid zip at once.
 
     data = attach(data, head="span", vocab_file="vocab.txt")
@@ -18,6 +19,7 @@ everything in the model file itself:
 """
 
 import io
+import json
 import zipfile
 
 import flatbuffers
@@ -33,6 +35,8 @@ MIN_PARSER_VERSION = "1.1.0"
 VOCAB_NAME = "vocab.txt"
 LABELS_NAME = "labels.txt"
 SLOT_LABELS_NAME = "slot_labels.txt"
+# The tokenizer's settings, when they are not BERT's uncased defaults.
+SETTINGS_NAME = "tokenizer_config.json"
 # The associated file naming each entry of a labelled output's last axis.
 LABEL_FILES = {"probability": LABELS_NAME, "intent_probability": LABELS_NAME,
                "slot_logits": SLOT_LABELS_NAME}
@@ -123,7 +127,7 @@ def _append_zip(data, files):
 
 
 def attach(data, head, vocab_file, labels=None, description="",
-           version=""):
+           version="", settings=None):
   """The model with Task Library metadata and its associated files.
 
   Args:
@@ -133,6 +137,10 @@ def attach(data, head, vocab_file, labels=None, description="",
     labels: a classifier's class names in output order, or {output name:
       names} for models with several labelled outputs (intent_slot's
       intent_probability and slot_logits), or None.
+    settings: the tokenizer's TokenizerSettings; other than the defaults,
+      they go with the vocabulary as `SETTINGS_NAME` (Hugging Face's
+      tokenizer_config.json fields), which the app's tokenizers read. The
+      Task Library's own tokenizer cannot take them.
   """
   if labels is not None and not isinstance(labels, dict):
     labels = {"probability": labels}
@@ -148,6 +156,8 @@ def attach(data, head, vocab_file, labels=None, description="",
     files = {VOCAB_NAME: f.read()}
   for output, names in labels.items():
     files[LABEL_FILES[output]] = "".join(f"{n}\n" for n in names).encode()
+  if settings is not None and not settings.is_default():
+    files[SETTINGS_NAME] = json.dumps(settings.to_config()).encode()
   model = tflite_file.rewrite(data, metadata={METADATA_NAME: payload})
   return _append_zip(model, files)
 

@@ -34,6 +34,7 @@ import sys
 from experiments.pipeline import (StepError, check_force, check_output_dir,
                                   run_steps, sole_writer)
 from tfmodels.command_options import option
+from tfmodels.sigterm import INTERRUPT_STATUS
 from tfmodels.staging import OutputError, OutputFiles
 
 FORCE_HELP = "Step names to re-run even if done."
@@ -155,7 +156,8 @@ def one_line_errors(*errors, interrupted=None):
     lines = str(e).strip().splitlines() or [type(e).__name__]
     sys.exit(f"error: {lines[0]}")
   except KeyboardInterrupt:
-    sys.exit(f"interrupted; {interrupted or RESUME}")
+    print(f"interrupted; {interrupted or RESUME}", file=sys.stderr)
+    sys.exit(INTERRUPT_STATUS)
 
 
 @contextlib.contextmanager

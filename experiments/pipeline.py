@@ -17,7 +17,10 @@ prints the running steps' latest progress line every `heartbeat` seconds.
 A step with `clean=True` starts from an empty output directory when it
 re-runs after finishing (forced, or an input changed), so a training
 command starts over instead of resuming its finished run; after a crash
-(no marker) its output is kept, so it resumes. A step with `alone=True` (a
+(no marker) its output is kept, so it resumes. Only what the step wrote is
+ever removed: its marker lists its files, and a re-run into an output
+holding anything else (a user's file put there) stops with a StepError
+naming it. A step with `alone=True` (a
 latency benchmark) waits until nothing else runs and runs by itself.
 
 `memory_budget_mb` bounds what steps side by side may hold: a step starts
@@ -35,6 +38,7 @@ writing into a directory whose lock has gone with its runner.
 
 import contextlib
 import dataclasses
+import json
 import os
 import re
 import shlex
@@ -46,11 +50,12 @@ import time
 
 from tfmodels.process_lifetime import die_with_parent
 from tfmodels.staging import (RUNNER_LOG, RUNNER_MARKER, OutputError,
-                              check_writable, open_own, output_lock,
-                              write_file)
+                              check_writable, files_under, open_own,
+                              output_lock, write_file)
 
 MARKER = RUNNER_MARKER
 LOG = RUNNER_LOG
+_FILES = "files "  # the marker's line listing what the step wrote
 # Lines that say nothing about progress: TensorFlow's C++ and absl logging.
 _NOISE = re.compile(r"^([IWEF]\d{4} |WARNING: All log messages|INFO: )")
 
@@ -131,11 +136,72 @@ def is_done(step):
   return True
 
 
+def _written(directory):
+  """The files a finished step wrote into `directory`, as its marker lists
+  them; for a marker without the list (written before it was kept), the
+  files no newer than the marker. None when the step has not finished."""
+  marker = os.path.join(directory, MARKER)
+  try:
+    with open(marker, encoding="utf-8") as f:
+      lines = f.read().splitlines()
+    finished = os.path.getmtime(marker)
+  except (OSError, UnicodeDecodeError):
+    return None
+  listed = [l[len(_FILES):] for l in lines if l.startswith(_FILES)]
+  if listed:
+    try:
+      return set(json.loads(listed[-1]))
+    except ValueError:
+      return set()
+  return {n for n in files_under(directory)
+          if os.lstat(os.path.join(directory, n)).st_mtime <= finished}
+
+
+def _own_files(directory):
+  """Files under a step's output, those of steps nested in it (a ship run
+  inside a demo step) left to their own markers."""
+  nested = [os.path.relpath(d, directory) + os.sep
+            for d, _, files in os.walk(directory)
+            if d != directory and MARKER in files]
+  return [n for n in files_under(directory)
+          if n not in (MARKER, LOG) and not n.startswith(tuple(nested))]
+
+
+def unowned_files(directory):
+  """Files in a finished step's output that the step did not write (a
+  user's file put there afterwards); [] for an unfinished step's."""
+  written = _written(directory)
+  if written is None:
+    return []
+  return [n for n in _own_files(directory) if n not in written]
+
+
+def unowned_files_under(root):
+  """unowned_files of every finished step's output below `root` (not
+  `root` itself: the output of the command that runs them), as paths
+  relative to `root`."""
+  found = []
+  for directory, dirs, files in os.walk(root):
+    dirs[:] = [d for d in dirs if not os.path.islink(
+        os.path.join(directory, d))]
+    if MARKER in files and directory != root:
+      found += [os.path.relpath(os.path.join(directory, n), root)
+                for n in unowned_files(directory)]
+  return sorted(found)
+
+
 def _prepare(step):
-  """Removes a stale marker (and, for `clean` steps, the old output)."""
+  """Removes a stale marker (and, for `clean` steps, the old output:
+  only if the step wrote all of it; StepError naming what it did not)."""
   marker = os.path.join(step.output, MARKER)
   if os.path.exists(marker):
     if step.clean:
+      foreign = unowned_files(step.output)
+      if foreign:
+        raise StepError(
+            f"step {step.name!r} would start over in {step.output}, which "
+            f"holds {', '.join(foreign[:3])}{' and more' if foreign[3:] else ''}"
+            ", not written by it; move it out of there and re-run")
       shutil.rmtree(step.output)
     else:
       os.remove(marker)
@@ -149,11 +215,14 @@ def _failure(step, error, log_file=None):
 
 
 def _finish(step, began, peak_mb=None):
-  """The marker: the step's seconds and, for a command, the peak resident
-  memory of its largest process (`peak_rss_mb=N`)."""
+  """The marker: the step's seconds, for a command the peak resident
+  memory of its largest process (`peak_rss_mb=N`), and the files it wrote
+  (`files [...]`: what a re-run may remove)."""
   peak = f"peak_rss_mb={peak_mb:.0f}\n" if peak_mb is not None else ""
+  written = _own_files(step.output)
   write_file(os.path.join(step.output, MARKER),
-             f"{time.time() - began:.1f} s\n{peak}")
+             f"{time.time() - began:.1f} s\n{peak}"
+             f"{_FILES}{json.dumps(written)}\n")
 
 
 def _peak(peak_mb):

@@ -81,8 +81,8 @@ def read_marker(directory):
   facts = {"seconds": None, "finished": None, "peak_memory_mb": None}
   path = os.path.join(directory, ".done")
   try:
-    with open(path) as f:
-      tokens = f.read().split()
+    with open(path) as f:  # the list of files the step wrote comes last
+      tokens = f.read().split("\nfiles ")[0].split()
     facts["finished"] = os.path.getmtime(path)
   except (OSError, UnicodeDecodeError):
     return facts

@@ -67,8 +67,8 @@ from experiments.ship_steps import (APP_LENGTH, DEFAULT_APP_LENGTH, Layout,
 from experiments.split_budget import BUDGET_FLAGS, budget_of
 from tfmodels.command_options import define_flags, from_flags, option
 from tfmodels.flag_checks import refuse_nonfinite_floats
-from tfmodels.sigterm import exit_on_sigterm
-from tfmodels.staging import write_file
+from tfmodels.sigterm import INTERRUPT_STATUS, exit_on_sigterm
+from tfmodels.staging import refuse_link, write_file
 
 _PLAN_DEFAULTS = Plan(teacher="", task="", data_dir="", budget={})
 
@@ -85,8 +85,9 @@ class Options:
                                "checkpoint.", required=True)
   data_dir: str | None = option(None, "The task's data (train and dev "
                                 "splits).", required=True)
-  output_dir: str | None = option(None, "Where everything goes.",
-                                  required=True)
+  output_dir: str | None = option(None, "Where everything goes: a new or "
+                                  "empty folder, or an earlier ship run's "
+                                  "(resumed).", required=True)
   task: str | None = option(None, "The task (finetune --task; default: from "
                             "the teacher's head and the data files).")
   target_latency_ms: float = option(0.0, "Budget: at most this median int8 "
@@ -151,31 +152,15 @@ class Options:
 define_flags(Options)
 
 
-def detect_task(teacher, data_dir):
-  """The task of the teacher's head and the data files, or ShipError."""
-  from experiments.ship_teacher import HF_FORMAT, OURS, teacher_format
-  kind = teacher_format(teacher)
-  if kind == OURS and os.path.exists(os.path.join(teacher, "task.json")):
-    with open(os.path.join(teacher, "task.json")) as f:
-      return json.load(f)["task"]
+def detect_task(teacher, data_dir, head):
+  """The task of the teacher's head (a Head, or None for a TF1 checkpoint)
+  and the data files, or ShipError."""
   by_data = next((t for t, ext in (("squad", "json"), ("spam", "tsv"),
                                    ("tagging", "conll"))
                   for n in (f"train.{ext}", f"train.{ext}.gz")
                   if os.path.exists(os.path.join(data_dir, n))), None)
-  head = None
-  if kind == HF_FORMAT:
-    config = os.path.join(teacher if os.path.isdir(teacher)
-                          else os.path.dirname(teacher), "config.json")
-    with open(config) as f:
-      arch = " ".join(map(str, json.load(f).get("architectures") or ()))
-    head = next((t for suffix, t in (
-        ("ForQuestionAnswering", "squad"),
-        ("ForSequenceClassification", "classification"),
-        ("ForTokenClassification", "tagging")) if suffix in arch), None)
-  elif kind == OURS:
-    from tfmodels.checkpoints.model_dir import read_head
-    head = {"span": "squad", "classifier": "classification",
-            "tagger": "tagging"}.get(read_head(teacher).kind)
+  head = head and {"span": "squad", "classifier": "classification",
+                   "tagger": "tagging"}.get(head.kind)
   if by_data is None:
     raise ShipError(f"--data_dir {data_dir}: no train.json, train.tsv or "
                     "train.conll (SQuAD, sentence/label TSV, CoNLL); or "
@@ -186,6 +171,17 @@ def detect_task(teacher, data_dir):
     raise ShipError(f"--teacher {teacher}: its head answers {head}, but "
                     f"--data_dir {data_dir} holds {by_data} data")
   return by_data
+
+
+def _own_task(teacher):
+  """The task of a teacher that is one of our fine-tuned runs (task.json),
+  or None."""
+  from experiments.ship_teacher import OURS, teacher_format
+  path = os.path.join(teacher, "task.json")
+  if teacher_format(teacher) != OURS or not os.path.exists(path):
+    return None
+  from tfmodels.checkpoints.model_dir import read_task_spec
+  return read_task_spec(teacher, "--teacher")["task"]
 
 
 def make_plan(options):
@@ -221,7 +217,10 @@ def make_plan(options):
   if not options.memory_budget_gb > 0:
     raise ShipError(f"--memory_budget_gb {options.memory_budget_gb}: give a "
                     "size in GB above 0")
-  task = options.task or detect_task(options.teacher, options.data_dir)
+  from experiments.ship_teacher import inspect_teacher
+  _, head, _, _, _ = inspect_teacher(options.teacher, options.vocab_file)
+  task = options.task or _own_task(options.teacher) or detect_task(
+      options.teacher, options.data_dir, head)
   train_length = options.train_max_seq_length or _teacher_length(
       options.teacher) or 128
   grid = [a for name in ("heads", "widths", "ranks")
@@ -252,11 +251,10 @@ def make_plan(options):
 
 def _teacher_length(teacher):
   """The training length of a teacher that is one of our runs."""
-  try:
-    with open(os.path.join(teacher, "task.json")) as f:
-      return int(json.load(f)["max_seq_length"])
-  except (OSError, ValueError, KeyError, TypeError):
+  if not os.path.isfile(os.path.join(teacher, "task.json")):
     return None
+  from tfmodels.checkpoints.model_dir import read_task_spec
+  return read_task_spec(teacher, "--teacher")["max_seq_length"]
 
 
 def check_plan(layout, plan):
@@ -280,6 +278,30 @@ def check_plan(layout, plan):
   return record
 
 
+def check_output_is_ships(layout):
+  """ShipError unless --output_dir is ship's to write: new, empty, or a
+  ship run's (its plan.json) whose steps' outputs hold only what the steps
+  wrote (their markers list it), so no re-run removes a user's file."""
+  from experiments.pipeline import LOG, MARKER, unowned_files_under
+  names = sorted(set(os.listdir(layout.out)) - {LOG, MARKER})  # a demo's
+  if not names:
+    return
+  if not os.path.exists(layout.plan):
+    raise ShipError(f"--output_dir {layout.out}: holds {_shown(names)}, "
+                    "which ship did not write; give a new or empty folder")
+  foreign = unowned_files_under(layout.out)
+  if foreign:
+    raise ShipError(f"--output_dir {layout.out}: {_shown(foreign)} sits in "
+                    "a step's folder but was not written by ship (a re-run "
+                    "replaces that folder); move it out, or choose another "
+                    "--output_dir")
+
+
+def _shown(names, limit=3):
+  more = f" and {len(names) - limit} more" if len(names) > limit else ""
+  return ", ".join(names[:limit]) + more
+
+
 def _error_line(error, steps):
   """The failed step's own `error:` line (from its log) when it has one:
   the user's mistake in one line, not the runner's."""
@@ -298,6 +320,7 @@ def _error_line(error, steps):
 def run_ship(options, plan, out, force):
   began = time.time()
   layout = Layout(out)
+  check_output_is_ships(layout)
   record = check_plan(layout, plan)
   ran = set()  # a forced step runs once, not again in each later round
 
@@ -340,6 +363,7 @@ def main(argv):
     if unknown:
       raise ShipError(f"--force {','.join(unknown)}: not a step (steps: "
                       f"{', '.join(STEP_NAMES)})")
+    refuse_link(os.path.normpath(options.output_dir), "--output_dir")
     with sole_writer(options.output_dir) as out:
       run_ship(options, plan, out, set(options.force))
   except (ValueError, OutputError, OSError) as e:  # ShipError, TeacherError
@@ -348,7 +372,11 @@ def main(argv):
 
 def run():
   exit_on_sigterm()
-  app.run(main)
+  try:
+    app.run(main)
+  except KeyboardInterrupt:  # the steps were stopped on the way out
+    print(f"interrupted; {experiment.RESUME}", file=sys.stderr)
+    sys.exit(INTERRUPT_STATUS)
 
 
 if __name__ == "__main__":

@@ -9,9 +9,13 @@ its tokenizer files), one of our model or run directories, or a TF1
 checkpoint (a directory holding bert_config.json and one checkpoint, or the
 checkpoint's prefix). OUT is a model directory every later step reads as a
 `finetune` run: the weights, its head, vocab.txt (the tokenizer's, checked
-against the model), task.json (the task, the training length and the
-vocabulary's record) and labels.txt (a classifier's class names from
-`id2label`, when they are not transformers' LABEL_i defaults).
+against the model), tokenizer_config.json beside it (the tokenizer's
+settings: do_lower_case, strip_accents, tokenize_chinese_chars, which every
+later step's tokenizer and the converted files follow), task.json (the
+task, the training length and the vocabulary's record) and labels.txt (a
+classifier's class names from `id2label`, when they are not transformers'
+LABEL_i defaults; a name that could not pass through every consumer, with
+a comma or a control character, or empty, is refused).
 
 The head must be the task's (a QA model for SQuAD data, a classifier with
 as many classes as the task has labels); a teacher without a task head (a
@@ -23,6 +27,7 @@ import dataclasses
 import json
 import os
 import sys
+import unicodedata
 
 from absl import app, logging
 
@@ -98,73 +103,138 @@ def _tf1_prefix(path):
   return os.path.join(path, indexes[0][:-len(".index")])
 
 
-def class_names(hf_dir, num_classes):
-  """A Hugging Face classifier's `id2label` names in class order, or None
-  when it has none or only transformers' LABEL_i placeholders."""
-  try:
-    with open(os.path.join(hf_dir, "config.json"), encoding="utf-8") as f:
-      id2label = json.load(f).get("id2label")
-  except (OSError, ValueError):
-    return None
-  if not isinstance(id2label, dict):
-    return None
-  try:
-    names = [str(id2label[str(i)]) for i in range(num_classes)]
-  except KeyError:
-    raise TeacherError(f"{hf_dir}/config.json: id2label does not name "
-                       f"classes 0..{num_classes - 1}") from None
-  if names == [f"LABEL_{i}" for i in range(num_classes)]:
-    return None
-  if any(not n.strip() or "\n" in n for n in names) or len(set(names)) < len(
-      names):
-    raise TeacherError(f"{hf_dir}/config.json: id2label names must be "
-                       "distinct, non-empty single lines")
+def check_class_names(names, source):
+  """TeacherError (one line naming `source`) unless every class name can
+  pass through every consumer: labels.txt (one per line), convert_tflite's
+  --class_names (comma-separated) and the apps' label files."""
+  for name in names:
+    if not name.strip():
+      raise TeacherError(f"{source}: a class name is empty")
+    if "," in name:
+      raise TeacherError(f"{source}: class name {name!r} holds a comma, "
+                         "which the converter's --class_names cannot carry; "
+                         "rename it")
+    if any(unicodedata.category(c)[0] in "CZ" and c != " " for c in name):
+      raise TeacherError(f"{source}: class name {name!r} holds a control "
+                         "or separator character (a label file holds one "
+                         "name per line); rename it")
+  if len(set(names)) < len(names):
+    raise TeacherError(f"{source}: class names must be distinct "
+                       f"({', '.join(map(repr, names))})")
   return names
 
 
-def load_teacher(options):
-  """(model, config, head, vocabulary pieces, class names or None)."""
-  from tfmodels.checkpoints.model_dir import load_model_dir
-  from tfmodels.tokenization import load_vocab
-  path = options.teacher
+def class_names(hf_dir, num_classes):
+  """A Hugging Face classifier's `id2label` names in class order, or None
+  when it has none or only transformers' LABEL_i placeholders."""
+  from tfmodels.configs import ConfigError, read_json_object
+  path = os.path.join(hf_dir, "config.json")
+  try:
+    id2label = read_json_object(path).get("id2label")
+  except ConfigError as e:
+    raise TeacherError(str(e)) from None
+  if id2label is None:
+    return None
+  if not isinstance(id2label, dict):
+    raise TeacherError(f"{path}: field 'id2label' is not an object of class "
+                       "names")
+  try:
+    names = [id2label[str(i)] for i in range(num_classes)]
+  except KeyError:
+    raise TeacherError(f"{path}: id2label does not name "
+                       f"classes 0..{num_classes - 1}") from None
+  if not all(isinstance(n, str) for n in names):
+    raise TeacherError(f"{path}: field 'id2label' holds a name that is not "
+                       "a string")
+  if names == [f"LABEL_{i}" for i in range(num_classes)]:
+    return None
+  return check_class_names(names, f"{path} id2label")
+
+
+def _labels_file(directory):
+  """Our model directory's class names (labels.txt), checked, or None."""
+  from tfmodels.configs import ConfigError, read_regular_file
+  path = os.path.join(directory, LABELS_FILE)
+  if not os.path.exists(path):
+    return None
+  try:
+    data = read_regular_file(path, 1 << 20)
+    names = data.decode("utf-8").split("\n")
+  except ConfigError as e:
+    raise TeacherError(str(e)) from None
+  except UnicodeDecodeError:
+    raise TeacherError(f"{path}: not UTF-8 text") from None
+  if names and names[-1] == "":
+    names.pop()
+  return check_class_names(names, path)
+
+
+def inspect_teacher(path, vocab_file=None):
+  """(config, head, vocabulary pieces, tokenizer settings, class names or
+  None) of --teacher, from its files alone: every file read as untrusted
+  input and checked against the checkpoint's tensor shapes, no model
+  built. What ship checks before any step, and the teacher step again."""
+  from tfmodels.checkpoints.model_dir import read_head
+  from tfmodels.configs import load_config
+  from tfmodels.tokenization import load_vocab, settings_beside
   kind = teacher_format(path)
   names = None
   if kind == HF_FORMAT:
     from tfmodels.checkpoints import hf
     from tfmodels.checkpoints.hf_tokenizer import read_tokenizer
-    model, config, head = hf.import_checkpoint(path)
+    config, head = hf.inspect_checkpoint(path)
     directory = path if os.path.isdir(path) else os.path.dirname(path)
     tokenizer = read_tokenizer(directory, config)
-    if tokenizer is None and options.vocab_file is None:
+    if tokenizer is None and vocab_file is None:
       raise TeacherError(f"--teacher {path}: no tokenizer files (vocab.txt "
                          "or tokenizer.json); pass --vocab_file")
-    pieces = (list(tokenizer.vocab) if tokenizer and not options.vocab_file
-              else list(load_vocab(options.vocab_file)))
+    if tokenizer and not vocab_file:
+      pieces, settings = list(tokenizer.vocab), tokenizer.settings
+    else:
+      pieces, settings = list(load_vocab(vocab_file)), settings_beside(
+          vocab_file)
     if head.kind == "classifier":
       names = class_names(directory, head.num_classes)
   elif kind == OURS:
     from tfmodels.vocab_record import resolve
-    model, config, head = load_model_dir(path)
-    vocab = resolve(path, options.vocab_file, default=VOCAB,
-                    model_flag="--teacher")
-    pieces = list(load_vocab(vocab))
-    labels = os.path.join(path, LABELS_FILE)
-    if os.path.exists(labels):
-      with open(labels, encoding="utf-8") as f:
-        names = f.read().splitlines()
+    config, head = load_config(os.path.join(path, "config.json")), read_head(
+        path)
+    vocab = resolve(path, vocab_file, default=VOCAB, model_flag="--teacher")
+    pieces, settings = list(load_vocab(vocab)), settings_beside(vocab)
+    names = _labels_file(path)
   else:
-    from tfmodels.checkpoints import tf1
-    prefix = _tf1_prefix(path)
-    model, config, head = tf1.import_checkpoint(prefix)
-    vocab = options.vocab_file or next(
-        (p for p in (os.path.join(os.path.dirname(prefix), "vocab.txt"),)
-         if os.path.exists(p)), VOCAB)
-    pieces = list(load_vocab(vocab))
-  if len(pieces) > config.vocab_size:
+    config = head = None  # read with the checkpoint, in the teacher step
+    vocab = vocab_file or next(
+        (p for p in (os.path.join(os.path.dirname(_tf1_prefix(path)),
+                                  "vocab.txt"),) if os.path.exists(p)), VOCAB)
+    pieces, settings = list(load_vocab(vocab)), settings_beside(vocab)
+  if config is not None and len(pieces) > config.vocab_size:
     raise TeacherError(f"--teacher {path}: its vocabulary has {len(pieces)} "
                        f"pieces, more than the model's {config.vocab_size} "
                        "word-table rows")
-  return model, config, head, pieces, names
+  return config, head, pieces, settings, names
+
+
+def load_teacher(options):
+  """(model, config, head, vocabulary pieces, tokenizer settings, class
+  names or None)."""
+  from tfmodels.checkpoints.model_dir import load_model_dir
+  path = options.teacher
+  _, _, pieces, settings, names = inspect_teacher(path, options.vocab_file)
+  kind = teacher_format(path)
+  if kind == HF_FORMAT:
+    from tfmodels.checkpoints import hf
+    model, config, head = hf.import_checkpoint(path)
+  elif kind == OURS:
+    model, config, head = load_model_dir(path)
+  else:
+    from tfmodels.checkpoints import tf1
+    model, config, head = tf1.import_checkpoint(_tf1_prefix(path))
+    if len(pieces) > config.vocab_size:
+      raise TeacherError(f"--teacher {path}: its vocabulary has "
+                         f"{len(pieces)} pieces, more than the model's "
+                         f"{config.vocab_size} word-table rows")
+  return model, config, head, pieces, settings, names
 
 
 def check_head(options, head, task):
@@ -193,18 +263,22 @@ def write_teacher(options):
   """Imports, checks and writes --output."""
   from tfmodels.checkpoints.model_dir import save_model_dir
   from tfmodels.training.tasks import make_task
-  from tfmodels.tokenization import WordPieceTokenizer
+  from tfmodels.tokenization import SETTINGS_NAME, WordPieceTokenizer
   from tfmodels.vocab_record import with_record
-  model, config, head, pieces, names = load_teacher(options)
+  model, config, head, pieces, settings, names = load_teacher(options)
   output = os.path.abspath(options.output)
   vocab_text = "".join(p + "\n" for p in pieces)
-  files = {"vocab.txt": vocab_text}
+  # The settings beside the vocabulary: every later step's tokenizer reads
+  # them (tokenization.settings_beside), the converter puts them in the file.
+  files = {"vocab.txt": vocab_text,
+           SETTINGS_NAME: json.dumps(settings.to_config(), indent=2) + "\n"}
   import tempfile
   with tempfile.NamedTemporaryFile("w", suffix=".txt") as vocab:
     vocab.write(vocab_text)
     vocab.flush()
     task = make_task(options.task, options.data_dir,
-                     WordPieceTokenizer(vocab.name), options.max_seq_length)
+                     WordPieceTokenizer(vocab.name, settings=settings),
+                     options.max_seq_length)
   check_head(options, head, task)
   if names is not None:
     files[LABELS_FILE] = "".join(n + "\n" for n in names)

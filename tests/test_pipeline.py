@@ -7,7 +7,9 @@ import time
 import pytest
 
 from experiments.knowledge_transfer import SCALES, build_steps
-from experiments.pipeline import Step, StepError, run_steps
+from experiments.pipeline import (Step, StepError, run_steps, unowned_files,
+                                  unowned_files_under)
+from experiments.result_files import read_marker
 
 
 def _append(log, name):
@@ -89,8 +91,7 @@ def test_marker_records_each_steps_peak_memory(tmp_path, jobs):
   run_steps(steps, log=lambda _: None, jobs=jobs, heartbeat=1000)
 
   def peak(name):
-    text = (tmp_path / name / ".done").read_text().split()
-    return float(text[-1].split("=")[1])
+    return read_marker(str(tmp_path / name))["peak_memory_mb"]
   assert 300 <= peak("big") < 400
   assert peak("small") < 100
 
@@ -131,3 +132,43 @@ def test_pipeline_log_ends_with_the_steps_peak_memory(tmp_path):
   last = (tmp_path / "big" / "pipeline.log").read_text().splitlines()[-1]
   assert last.startswith("pipeline: big peak resident memory ")
   assert 200 <= float(last.split()[-2]) < 300
+
+
+def _write(name):
+  """argv writing file `name` into the step's output (its cwd-free path)."""
+  return lambda out: [sys.executable, "-c",
+                      f"open({os.path.join(out, name)!r}, 'w').write('x')"]
+
+
+@pytest.mark.parametrize("jobs", [1, 2])
+def test_a_clean_rerun_removes_only_what_the_step_wrote(tmp_path, jobs):
+  """The marker lists the step's files; a user's file put in its output
+  afterwards stops the re-run with one line naming it, and stays."""
+  out = str(tmp_path / "step")
+  step = Step("made", _write("made.txt")(out), out, clean=True)
+  run_steps([step], log=lambda _: None, jobs=jobs)
+  with open(os.path.join(out, ".done")) as f:
+    assert f.read().splitlines()[-1] == 'files ["made.txt"]'
+  assert unowned_files(out) == []
+  run_steps([step], force={"made"}, log=lambda _: None, jobs=jobs)
+  (tmp_path / "step" / "mine.txt").write_text("mine")
+  assert unowned_files(out) == ["mine.txt"]
+  assert unowned_files_under(str(tmp_path)) == ["step/mine.txt"]
+  with pytest.raises(StepError, match=r"^step 'made' would start over in "
+                     rf"{out}, which holds mine.txt, not written by it"):
+    run_steps([step], force={"made"}, log=lambda _: None, jobs=jobs)
+  assert (tmp_path / "step" / "mine.txt").read_text() == "mine"
+  assert (tmp_path / "step" / "made.txt").exists()
+
+
+def test_a_marker_without_its_file_list_owns_what_is_older(tmp_path):
+  """Markers written before the list was kept: the files no newer than
+  the marker are the step's."""
+  out = tmp_path / "step"
+  out.mkdir()
+  (out / "made.txt").write_text("x")
+  (out / ".done").write_text("1.0 s\n")
+  later = time.time() + 5
+  (out / "mine.txt").write_text("mine")
+  os.utime(out / "mine.txt", (later, later))
+  assert unowned_files(str(out)) == ["mine.txt"]

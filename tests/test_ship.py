@@ -1,11 +1,13 @@
 """experiments/ship.py end to end on tiny Hugging Face checkpoints written by
-transformers (tests/fixtures/checkpoints/ship_qa, ship_classifier), and its
-refusals: a budget no split meets (one line, before any training), no
+transformers (tests/fixtures/checkpoints/ship_qa, ship_classifier; the
+classifier's tokenizer set to keep accents, every step then forced again
+beside a user's file), and its refusals: a budget no split meets (one line, before any training), no
 budget, a teacher whose head does not answer the data, a headless teacher
 without --teacher_finetune_steps."""
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 
@@ -13,7 +15,8 @@ import pytest
 
 from android_bench.qa_app import SEQUENCE_LENGTH
 from experiments.paths import TASK_LIBRARY_PYTHON
-from experiments.ship_steps import Layout, Plan, build_steps, curve_lengths
+from experiments.ship_steps import (STEP_NAMES, Layout, Plan, build_steps,
+                                    curve_lengths)
 
 FIXTURES = os.path.join(os.path.dirname(__file__), "fixtures", "checkpoints")
 QA_TEACHER = os.path.join(FIXTURES, "ship_qa")
@@ -129,12 +132,69 @@ def test_a_hugging_face_qa_teacher_ships_to_the_app(qa_data, tmp_path):
       "(budget); delete it or use another --output_dir")
 
 
+# Lines whose pieces differ with the tokenizer's settings.
+LINES = ["Résumé café 東京", "Über NAÏVE naïve!", "北京大学 and ΟΔΥΣΣΕΥΣ",
+         "Привет, мир: e\u0301 re\u0301sume\u0301", "emoji 😀 مرحبا"]
+
+
+def _accented_teacher(tmp_path):
+  """The classifier teacher with a tokenizer that keeps accents and does
+  not isolate CJK (tokenizer_config.json and tokenizer.json alike)."""
+  teacher = tmp_path / "teacher"
+  shutil.copytree(CLASSIFIER, teacher)
+  for name, fields in (("tokenizer_config.json", {
+      "strip_accents": False, "tokenize_chinese_chars": False}),
+                       ("tokenizer.json", {"normalizer": dict(
+                           json.loads((teacher / "tokenizer.json").read_text(
+                           ))["normalizer"], strip_accents=False,
+                           handle_chinese_chars=False)})):
+    values = json.loads((teacher / name).read_text())
+    values.update(fields)
+    (teacher / name).write_text(json.dumps(values))
+  return str(teacher)
+
+
+def _check_tokenizer(teacher, out, shipped):
+  """The shipped file carries the teacher's settings; the app's twin and
+  every step's tokenizer give the teacher's own tokenizer's ids."""
+  from tokenizers import Tokenizer
+  from android_bench.qa_app.answering import tokenizer_for
+  from converters.metadata import SETTINGS_NAME, associated_file
+  from tfmodels.tokenization import TokenizerSettings, WordPieceTokenizer
+  reference = Tokenizer.from_file(os.path.join(teacher, "tokenizer.json"))
+  expected = [reference.encode(l, add_special_tokens=False).ids
+              for l in LINES]
+  assert json.loads(associated_file(shipped, SETTINGS_NAME)) == {
+      "do_lower_case": True, "strip_accents": False,
+      "tokenize_chinese_chars": False}
+  steps = WordPieceTokenizer(os.path.join(Layout(out).imported(),
+                                          "vocab.txt"))
+  for tokenizer in (tokenizer_for(shipped), steps):
+    assert [tokenizer.encode(l).ids for l in LINES] == expected
+    assert tokenizer.ids_batch(LINES) == expected
+  defaults = WordPieceTokenizer(os.path.join(teacher, "vocab.txt"),
+                                settings=TokenizerSettings())
+  assert [defaults.encode(l).ids for l in LINES] != expected
+
+
+def _snapshot(root):
+  found = {}
+  for directory, _, files in os.walk(root):
+    for name in files:
+      with open(os.path.join(directory, name), "rb") as f:
+        found[os.path.relpath(os.path.join(directory, name), root)] = f.read()
+  return found
+
+
 def test_a_hugging_face_classifier_ships_with_its_labels(spam_data,
                                                          tmp_path):
+  """... with its tokenizer's settings, and every step forced again beside
+  a user's file leaves the file as it was."""
   out = str(tmp_path / "ship")
-  done = _ship("--teacher", CLASSIFIER, "--data_dir", spam_data,
-               "--output_dir", out, "--target_mb", "100", "--target_params",
-               "0.6", *TINY)
+  teacher = _accented_teacher(tmp_path)
+  args = ("--teacher", teacher, "--data_dir", spam_data, "--output_dir", out,
+          "--target_mb", "100", "--target_params", "0.6", *TINY)
+  done = _ship(*args)
   assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
   summary = _summary(out)
   _check_summary(summary, out, "accuracy")
@@ -148,6 +208,33 @@ def test_a_hugging_face_classifier_ships_with_its_labels(spam_data,
   assert check["asked"] == 2
   if os.path.exists(TASK_LIBRARY_PYTHON):
     assert check["agree"] == 2
+  _check_tokenizer(teacher, out, summary["assets"]["tflite"])
+
+  # A user's file in a step's folder: refused before any work, intact.
+  mine = os.path.join(Layout(out).path("report"), "mine.txt")
+  with open(mine, "w") as f:
+    f.write("mine")
+  before = _snapshot(out)
+  forced = ("--force", ",".join(STEP_NAMES))
+  again = _ship(*args, *forced)
+  assert again.returncode == 1 and "Traceback" not in again.stderr
+  assert again.stderr.strip().splitlines()[-1] == (
+      f"error: --output_dir {out}: report/mine.txt sits in a step's folder "
+      "but was not written by ship (a re-run replaces that folder); move it "
+      "out, or choose another --output_dir")
+  assert _snapshot(out) == before
+  # Beside ship's outputs: every step runs again, the user's file stays.
+  os.rename(mine, os.path.join(out, "mine.txt"))
+  again = _ship(*args, *forced)
+  assert again.returncode == 0, again.stdout[-3000:] + again.stderr[-3000:]
+  ran = {l.split(":")[0].split("] ")[-1] for l in again.stdout.splitlines()
+         if l.startswith("[") and "finished in" in l}
+  assert ran >= set(STEP_NAMES) - {"teacher_finetune", "arm64"} - (
+      set() if os.path.isdir(Layout(out).tflite("student_qat"))
+      else {"convert_student_qat"}), again.stdout[-3000:]
+  with open(os.path.join(out, "mine.txt")) as f:
+    assert f.read() == "mine"
+  assert not os.path.exists(tmp_path / ".ship.lock")  # none left
 
 
 def test_a_budget_no_split_meets_is_refused_before_any_training(qa_data,

@@ -16,6 +16,7 @@ import dataclasses
 import json
 import math
 import os
+import stat
 from typing import Any, Mapping
 
 CONFIG_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "configs")
@@ -245,17 +246,33 @@ class ModelConfig:
     return config
 
 
-def read_json_object(path: str, max_bytes: int = MAX_JSON_BYTES) -> dict:
-  """A JSON object from a file that came from elsewhere (a downloaded model
-  directory), or ConfigError naming the file: not there, larger than
-  `max_bytes`, not UTF-8, not JSON, nested too deep, or not an object."""
+def read_regular_file(path: str, max_bytes: int) -> bytes:
+  """The bytes of a file that came from elsewhere (a downloaded model
+  directory), read only if it is a regular file (a FIFO would block, a
+  device such as /dev/zero never end) and at most `max_bytes + 1` of them,
+  so the caller can refuse a larger one. ConfigError names `path`."""
   try:
-    with open(path, "rb") as f:
-      data = f.read(max_bytes + 1)
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
   except FileNotFoundError:
     raise ConfigError(f"{path}: no such file") from None
   except OSError as e:
     raise ConfigError(f"{path}: cannot read it ({e.strerror or e})") from None
+  with os.fdopen(fd, "rb") as f:
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+      raise ConfigError(f"{path}: not a regular file")
+    try:
+      return f.read(max_bytes + 1)
+    except OSError as e:
+      raise ConfigError(f"{path}: cannot read it ({e.strerror or e})"
+                        ) from None
+
+
+def read_json_object(path: str, max_bytes: int = MAX_JSON_BYTES) -> dict:
+  """A JSON object from a file that came from elsewhere (a downloaded model
+  directory), or ConfigError naming the file: not there, not a regular
+  file, larger than `max_bytes`, not UTF-8, not JSON, nested too deep, or
+  not an object."""
+  data = read_regular_file(path, max_bytes)
   if len(data) > max_bytes:
     raise ConfigError(f"{path}: larger than {max_bytes} bytes, not a "
                       "JSON description")

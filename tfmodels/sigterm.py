@@ -10,6 +10,8 @@ and every clean-up on the way out runs.
 import signal
 
 EXIT_STATUS = 128 + signal.SIGTERM
+# Ctrl-C's exit status, as a shell reports a SIGINT death.
+INTERRUPT_STATUS = 128 + signal.SIGINT
 
 
 def _raise_system_exit(signum, frame):

@@ -79,7 +79,7 @@ def _overlaps(output, source):
   return source == output or source.startswith(output + os.sep)
 
 
-def _files_under(directory):
+def files_under(directory):
   """Every file and link under `directory`, relative to it."""
   found = []
   for root, dirs, files in os.walk(directory):
@@ -108,7 +108,7 @@ def _not_written_by(directory, owner, recognised=None):
     ours = None
   if not ours:
     return f"was not written by {owner} (it holds {_shown(names)})"
-  foreign = [n for n in _files_under(directory)
+  foreign = [n for n in files_under(directory)
              if n not in ours and n not in _BOOKKEEPING]
   if foreign:
     return f"holds {_shown(foreign)}, which {owner} did not write"
@@ -352,7 +352,7 @@ def staged_directory(output_dir, owner, flag="output", recognised=None):
     yield staging
     _honour_umask(staging, directory=True)
     with open(os.path.join(staging, OWNER_RECORD), "w") as f:
-      json.dump({"command": owner, "files": _files_under(staging)}, f,
+      json.dump({"command": owner, "files": files_under(staging)}, f,
                 indent=1)
     if os.path.lexists(output_dir):
       check_output(output_dir, flag, True, owner, recognised=recognised)

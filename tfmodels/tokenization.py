@@ -8,9 +8,10 @@ BERT `vocab.txt` and follows Google's BERT and Hugging Face's
   1. clean: NUL, U+FFFD and control, format, private-use and surrogate
      characters (Cc, Cf, Co, Cs; not tab, CR, LF) are deleted; whitespace
      becomes a space (unassigned code points stay, and become [UNK]);
-  2. CJK ideographs become words of their own;
+  2. CJK ideographs become words of their own (`tokenize_chinese_chars`);
   3. uncased (`lower_case=True`): NFD, non-spacing marks (Mn, accents)
-     dropped, then lower-cased code point by code point (`str.lower` of each
+     dropped (`strip_accents`, by default when lower-casing), then
+     lower-cased code point by code point (`str.lower` of each
      character: `ß` stays, `ﬁ`, `²`, full-width letters are kept as they
      are and usually become [UNK]);
   4. words split at whitespace and at punctuation (ASCII punctuation and
@@ -23,6 +24,11 @@ normalized characters came from (a Hangul syllable split into jamo pieces
 gives each piece the syllable; deleted characters and dropped accents belong
 to no piece).
 
+The settings (`TokenizerSettings`, Hugging Face's names) live beside the
+vocabulary, as Hugging Face keeps them: a `tokenizer_config.json` next to
+the vocab.txt (`settings_beside`), the same file in a converted model's
+metadata.
+
 The graph path runs the same steps with TensorFlow and tensorflow-text ops
 (regular expressions, `normalize_utf8`, `WordpieceTokenizer`); the Python path
 (`encode_batch`) normalizes character by character to keep the offsets; the
@@ -34,6 +40,8 @@ tests hold both to the reference on messy text.
 
 import dataclasses
 import io
+import json
+import os
 import string
 import unicodedata
 
@@ -42,6 +50,8 @@ import tensorflow_text as text
 
 SPECIAL_TOKENS = ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]")
 MAX_WORD_CHARS = 100
+# A vocabulary of a million pieces is ~20 MB; a larger file is not one.
+MAX_VOCAB_BYTES = 1 << 26
 SUFFIX = "##"
 _BATCH = 512
 # The CJK ideograph blocks BERT isolates (Google's `_is_chinese_char`).
@@ -57,8 +67,8 @@ _CJK_CLASS = "[" + "".join(f"\\x{{{a:X}}}-\\x{{{b:X}}}"
 _DELETE_RE = r"[\x00\x{FFFD}]|[^\t\n\r\P{C}]"
 _DELETED_CATEGORIES = ("Cc", "Cf", "Co", "Cs")
 _SPACE_RE = r"[\t\n\r\p{Z}]"
-_ISOLATE_RE = r"[!-/:-@\[-`{-~]|\p{P}|" + _CJK_CLASS
-_SPLIT_RE = r" +|" + _ISOLATE_RE
+_PUNCTUATION_RE = r"[!-/:-@\[-`{-~]|\p{P}"
+_ISOLATE_RE = _PUNCTUATION_RE + "|" + _CJK_CLASS
 
 
 class VocabError(ValueError):
@@ -71,11 +81,21 @@ def load_vocab(vocab_file, data=None):
   `data`: the file's bytes when it lives elsewhere (a `.tflite` model's
   metadata); `vocab_file` then only names it in errors.
   """
+  if data is None:  # it may come from a downloaded model directory
+    from tfmodels.configs import ConfigError, read_regular_file
+    try:
+      data = read_regular_file(vocab_file, MAX_VOCAB_BYTES)
+    except ConfigError as e:
+      reason = str(e).removeprefix(f"{vocab_file}: ")
+      raise VocabError(f"{vocab_file}: cannot read vocabulary ({reason})"
+                       ) from None
+    if len(data) > MAX_VOCAB_BYTES:
+      raise VocabError(f"{vocab_file}: larger than {MAX_VOCAB_BYTES} bytes, "
+                       "not a vocabulary")
   try:
-    with (open(vocab_file, encoding="utf-8") if data is None else
-          io.TextIOWrapper(io.BytesIO(data), encoding="utf-8")) as f:
+    with io.TextIOWrapper(io.BytesIO(data), encoding="utf-8") as f:
       tokens = [line.rstrip("\n").rstrip("\r") for line in f]
-  except (OSError, UnicodeDecodeError) as e:
+  except UnicodeDecodeError as e:
     raise VocabError(f"{vocab_file}: cannot read vocabulary ({e})") from None
   while tokens and not tokens[-1]:
     tokens.pop()
@@ -112,19 +132,88 @@ def is_punctuation(c):
   return c in _ASCII_PUNCTUATION or unicodedata.category(c).startswith("P")
 
 
-def normalize_char(c, lower_case):
+@dataclasses.dataclass(frozen=True)
+class TokenizerSettings:
+  """A BERT tokenizer's settings, by Hugging Face's names (its
+  tokenizer_config.json fields and tokenizer.json's BertNormalizer):
+  lower-case; strip accents (None: when lower-casing); isolate CJK
+  ideographs. They travel with the vocabulary: `SETTINGS_NAME` beside a
+  vocab.txt, and the same file in a converted model's metadata."""
+  lower_case: bool = True
+  strip_accents: bool | None = None
+  tokenize_chinese_chars: bool = True
+
+  @property
+  def strips_accents(self):
+    return (self.lower_case if self.strip_accents is None
+            else self.strip_accents)
+
+  def is_default(self):
+    return self == TokenizerSettings()
+
+  def to_config(self):
+    """tokenizer_config.json's fields."""
+    return {"do_lower_case": self.lower_case,
+            "strip_accents": self.strip_accents,
+            "tokenize_chinese_chars": self.tokenize_chinese_chars}
+
+  @classmethod
+  def from_config(cls, values, source):
+    """From tokenizer_config.json's fields (absent: the defaults);
+    VocabError naming `source` and the field when one is not a boolean."""
+    fields = {"do_lower_case": ("lower_case", (True, False)),
+              "strip_accents": ("strip_accents", (True, False, None)),
+              "tokenize_chinese_chars": ("tokenize_chinese_chars",
+                                         (True, False))}
+    kept = {}
+    for field, (name, allowed) in fields.items():
+      if field in values:
+        value = values[field]
+        if not any(value is a for a in allowed):
+          raise VocabError(f"{source}: field '{field}' is "
+                           f"{json.dumps(value)}; give "
+                           f"{' or '.join(json.dumps(a) for a in allowed)}")
+        kept[name] = value
+    return cls(**kept)
+
+
+# The settings' file beside a vocab.txt (Hugging Face's name and fields).
+SETTINGS_NAME = "tokenizer_config.json"
+
+
+def settings_beside(vocab_file):
+  """The TokenizerSettings of `SETTINGS_NAME` beside `vocab_file`, or the
+  defaults when there is none: a tokenizer built from a vocabulary path
+  tokenizes as the model that vocabulary came with was trained."""
+  path = os.path.join(os.path.dirname(os.path.abspath(vocab_file)),
+                      SETTINGS_NAME)
+  if not os.path.exists(path):
+    return TokenizerSettings()
+  from tfmodels.configs import ConfigError, read_json_object
+  try:
+    return TokenizerSettings.from_config(read_json_object(path), path)
+  except ConfigError as e:
+    raise VocabError(str(e)) from None
+
+
+def normalize_char(c, settings):
   """What one character of the input becomes (steps 1 and 3): "" when
   deleted, " " for whitespace. CJK ideographs are isolated when words are
-  split (`is_cjk`)."""
+  split (`is_cjk`). `settings`: TokenizerSettings, or a bool (lower-case
+  and strip accents, or neither)."""
+  if isinstance(settings, bool):
+    settings = TokenizerSettings(lower_case=settings)
   if c in "\x00\ufffd" or (c not in "\t\n\r" and unicodedata.category(c)
                            in _DELETED_CATEGORIES):
     return ""
   if c.isspace():
     return " "
-  if not lower_case:
-    return c
-  return "".join(d.lower() for d in unicodedata.normalize("NFD", c)
-                 if unicodedata.category(d) != "Mn")
+  if settings.strips_accents:
+    c = "".join(d for d in unicodedata.normalize("NFD", c)
+                if unicodedata.category(d) != "Mn")
+  if settings.lower_case:
+    c = "".join(d.lower() for d in c)
+  return c
 
 
 class WordPieceTokenizer:
@@ -132,14 +221,25 @@ class WordPieceTokenizer:
 
   Args:
     vocab_file: str, path of a BERT `vocab.txt`.
-    lower_case: bool, lower-case and strip accents (uncased models).
+    lower_case: bool, lower-case and strip accents (uncased models), where
+      `settings` say otherwise; None: as `settings` say.
     data: bytes or None, the vocab.txt's content when it is not a file of
       its own (a model's metadata; `vocab_file` then names it).
+    settings: TokenizerSettings, or None: those beside `vocab_file`
+      (`settings_beside`; the defaults for `data`).
   """
 
-  def __init__(self, vocab_file, lower_case=True, data=None):
+  def __init__(self, vocab_file, lower_case=None, data=None, settings=None):
     self.vocab_file = str(vocab_file)
-    self.lower_case = lower_case
+    if settings is None:
+      settings = (TokenizerSettings() if data is not None
+                  else settings_beside(vocab_file))
+    if lower_case is not None and lower_case != settings.lower_case:
+      settings = dataclasses.replace(
+          settings, lower_case=lower_case,
+          strip_accents=None if lower_case else settings.strip_accents)
+    self.settings = settings
+    self.lower_case = settings.lower_case
     self.vocab = load_vocab(vocab_file, data)
     self.token_to_id = {t: i for i, t in enumerate(self.vocab)}
     self.pad_id, self.unk_id, self.cls_id, self.sep_id, self.mask_id = (
@@ -166,13 +266,16 @@ class WordPieceTokenizer:
     """Graph op: string tensor [B] -> int64 RaggedTensor [B, (pieces)]."""
     x = tf.strings.regex_replace(texts, _DELETE_RE, "")
     x = tf.strings.regex_replace(x, _SPACE_RE, " ")
-    if self.lower_case:
+    if self.settings.strips_accents:
       x = text.normalize_utf8(x, "NFD")
       x = tf.strings.regex_replace(x, r"\p{Mn}", "")
+    if self.lower_case:
       # Character by character, as the reference: no final-sigma context.
       x = tf.strings.regex_replace(x, "\u03a3", "\u03c3")
       x = tf.strings.lower(x, encoding="utf-8")
-    words = text.regex_split(x, _SPLIT_RE, _ISOLATE_RE)
+    isolate = (_ISOLATE_RE if self.settings.tokenize_chinese_chars
+               else _PUNCTUATION_RE)
+    words = text.regex_split(x, r" +|" + isolate, isolate)
     words = tf.ragged.map_flat_values(
         lambda w: tf.where(
             tf.strings.length(w, unit="UTF8_CHAR") > MAX_WORD_CHARS,
@@ -204,8 +307,10 @@ class WordPieceTokenizer:
       if normalized is None:
         normalized = self._normalized[c] = [
             (x, "space" if x.isspace() else
-             "alone" if is_punctuation(x) or is_cjk(x) else "word")
-            for x in normalize_char(c, self.lower_case)]
+             "alone" if is_punctuation(x) or (
+                is_cjk(x) and self.settings.tokenize_chinese_chars)
+            else "word")
+            for x in normalize_char(c, self.settings)]
       for x, role in normalized:
         if role == "word":
           chars.append(x)

@@ -34,8 +34,9 @@ class QaAppOptions:
   vocab: str | None = option(None, "BERT vocab.txt the model was trained "
                              "with (default: the one its metadata "
                              "carries).")
-  do_lower_case: bool = option(True, "Lower-case and strip accents "
-                               "(uncased vocabularies).")
+  do_lower_case: bool = option(True, "Lower-case (uncased vocabularies; "
+                               "accents and CJK as the tokenizer settings "
+                               "the model carries say).")
   passage: str | None = option(None, "Text file (UTF-8, plain or gzip) "
                                "holding the passage.")
   question: str | None = option(None, "The question.")

@@ -28,7 +28,7 @@ import numpy as np
 
 from tfmodels.checkpoints.model_dir import Head
 from tfmodels.checkpoints.weight_mapping import CheckpointError, Entry
-from tfmodels.configs import ConfigError, ModelConfig
+from tfmodels.configs import ConfigError, ModelConfig, read_json_object
 
 CONFIG_NAME = "config.json"
 WEIGHTS_NAME = "model.safetensors"
@@ -313,49 +313,56 @@ def tied_copies(config: ModelConfig, prefix):
           f"{mlm}decoder.bias": f"{mlm}bias"}
 
 
-def detect_head(model_type, tensors, source, architectures=()):
-  """The head a state dict holds, from its tensor names; a sequence and a
+def detect_head(model_type, shapes, source, architectures=()):
+  """The head a checkpoint holds, from its tensors' names and shapes; a sequence and a
   token classifier share theirs (`classifier`), so the config's
   `architectures` tells them apart."""
   mlm = "predictions.bias" if model_type == "albert" else "cls.predictions.bias"
   sentence = ("sop_classifier.classifier.weight" if model_type == "albert"
               else "cls.seq_relationship.weight")
-  if mlm in tensors:
-    if sentence not in tensors:
+  if mlm in shapes:
+    if sentence not in shapes:
       raise CheckpointError(f"{source}: an MLM head without its "
                             f"{'SOP' if model_type == 'albert' else 'NSP'} "
                             "head (ForMaskedLM) is not supported; use "
                             "the ForPreTraining or base model")
     return Head("pretrainer", sentence_objective="sop"
                 if model_type == "albert" else "nsp")
-  if "classifier.weight" in tensors:
+  if "classifier.weight" in shapes:
     token = any(str(a).endswith("ForTokenClassification")
                 for a in architectures or ())
     return Head("tagger" if token else "classifier",
-                num_classes=tensors["classifier.weight"].shape[0])
-  if "qa_outputs.weight" in tensors:
+                num_classes=shapes["classifier.weight"][0])
+  if "qa_outputs.weight" in shapes:
     return Head("span")
   return Head("encoder")
 
 
 # --- files -----------------------------------------------------------------
 
-def read_checkpoint(path):
-  """(hf config dict, {name: array}, source) from a directory or a file."""
+def _paths(path):
+  """(config.json, model.safetensors) of a directory or a weights file."""
   directory = path if os.path.isdir(path) else os.path.dirname(path)
   config_path = os.path.join(directory, CONFIG_NAME)
   weights_path = path if path.endswith(".safetensors") else os.path.join(
       directory, WEIGHTS_NAME)
-  for required in (config_path, weights_path):
-    if not os.path.isfile(required):
-      raise CheckpointError(f"{required}: no such file")
+  if not os.path.exists(weights_path):
+    raise CheckpointError(f"{weights_path}: no such file")
   try:
-    with open(config_path) as f:
-      hf = json.load(f)
-  except (OSError, ValueError) as e:
-    raise CheckpointError(f"{config_path}: cannot read JSON ({e})") from None
-  if not isinstance(hf, dict):
-    raise CheckpointError(f"{config_path}: not a JSON object")
+    return read_json_object(config_path), weights_path
+  except ConfigError as e:
+    raise CheckpointError(str(e)) from None
+
+
+def _renamed(name):
+  """Old checkpoints say gamma / beta."""
+  return name.replace("LayerNorm.gamma", "LayerNorm.weight").replace(
+      "LayerNorm.beta", "LayerNorm.bias")
+
+
+def read_checkpoint(path):
+  """(hf config dict, {name: array}, source) from a directory or a file."""
+  hf, weights_path = _paths(path)
   from safetensors import SafetensorError
   from safetensors.numpy import load_file
   try:
@@ -363,29 +370,89 @@ def read_checkpoint(path):
   except (SafetensorError, OSError, ValueError) as e:
     raise CheckpointError(f"{weights_path}: cannot read safetensors ({e})"
                           ) from None
-  renamed = {}
-  for name, value in tensors.items():  # old checkpoints say gamma / beta
-    name = name.replace("LayerNorm.gamma", "LayerNorm.weight").replace(
-        "LayerNorm.beta", "LayerNorm.bias")
-    renamed[name] = value
-  return hf, renamed, weights_path
+  return hf, {_renamed(k): v for k, v in tensors.items()}, weights_path
+
+
+def read_shapes(path):
+  """(hf config dict, {name: shape}, source): the checkpoint's header
+  only, no tensor read."""
+  hf, weights_path = _paths(path)
+  from safetensors import SafetensorError, safe_open
+  try:
+    with safe_open(weights_path, "np") as f:
+      shapes = {_renamed(k): tuple(f.get_slice(k).get_shape())
+                for k in f.keys()}
+  except (SafetensorError, OSError, ValueError) as e:
+    raise CheckpointError(f"{weights_path}: cannot read safetensors ({e})"
+                          ) from None
+  return hf, shapes, weights_path
+
+
+def check_layer_count(config, entries, shapes, prefix, source):
+  """CheckpointError, before a model is built, when config.json asks for
+  layers the checkpoint does not hold: `num_hidden_layers: 1024` on a
+  2-layer checkpoint would otherwise build 1024 layers first."""
+  layer = f"{prefix}encoder.layer."
+  if not any(e.theirs.startswith(layer) for e in entries):
+    return  # ALBERT: layer groups
+  held = {int(k[len(layer):].split(".")[0]) for k in shapes
+          if k.startswith(layer) and k[len(layer):].split(".")[0].isdigit()}
+  if config.num_hidden_layers <= len(held):
+    return  # a tensor missing inside a layer: `assign` names it
+  config_path = os.path.join(os.path.dirname(source), CONFIG_NAME)
+  raise CheckpointError(
+      f"{config_path}: field 'num_hidden_layers' is "
+      f"{config.num_hidden_layers}, but {source} holds {len(held)} layers")
+
+
+def layout(hf, shapes, source, name):
+  """(config, head, tensor prefix, entries) of a checkpoint, from its
+  config and its tensors' shapes, checked against each other before
+  anything is built."""
+  from tfmodels.checkpoints.weight_mapping import check_table_sizes
+  config = config_from_hf(hf, os.path.join(os.path.dirname(source),
+                                           CONFIG_NAME), name)
+  model_type = hf_model_type(config)
+  prefix = _PREFIX[model_type] if any(
+      k.startswith(_PREFIX[model_type]) for k in shapes) else ""
+  architectures = hf.get("architectures") or []
+  if not (isinstance(architectures, list)
+          and all(isinstance(a, str) for a in architectures)):
+    raise CheckpointError(
+        f"{os.path.join(os.path.dirname(source), CONFIG_NAME)}: field "
+        "'architectures' must be a list of class names, got "
+        f"{json.dumps(architectures)[:40]}")
+  head = detect_head(model_type, shapes, source, architectures)
+  check_table_sizes(config, f"{prefix}embeddings.{{}}.weight".format, shapes,
+                    os.path.join(os.path.dirname(source), CONFIG_NAME),
+                    source)
+  entries = tensor_entries(config, head, prefix)
+  check_layer_count(config, entries, shapes, prefix, source)
+  return config, head, prefix, entries
+
+
+def _name(path):
+  return os.path.basename(os.path.normpath(
+      path if os.path.isdir(path) else os.path.dirname(path)))
+
+
+def inspect_checkpoint(path, name=None):
+  """(config, head) of a Hugging Face checkpoint, checked against its
+  tensors' shapes without reading them or building a model: what a
+  command checks before any work."""
+  hf, shapes, source = read_shapes(path)
+  config, head, _, _ = layout(hf, shapes, source, name or _name(path))
+  return config, head
 
 
 def import_checkpoint(path, name=None):
   """(model, config, head) with every weight of a Hugging Face checkpoint."""
   from tfmodels.checkpoints.model_dir import build_model
-  from tfmodels.checkpoints.weight_mapping import assign, check_table_sizes
+  from tfmodels.checkpoints.weight_mapping import assign
   hf, tensors, source = read_checkpoint(path)
-  name = name or os.path.basename(os.path.normpath(
-      path if os.path.isdir(path) else os.path.dirname(path)))
-  config = config_from_hf(hf, os.path.join(os.path.dirname(source),
-                                           CONFIG_NAME), name)
-  model_type = hf_model_type(config)
-  prefix = _PREFIX[model_type] if any(
-      k.startswith(_PREFIX[model_type]) for k in tensors) else ""
-  architectures = hf.get("architectures")
-  head = detect_head(model_type, tensors, source,
-                     architectures if isinstance(architectures, list) else ())
+  config, head, prefix, entries = layout(
+      hf, {k: v.shape for k, v in tensors.items()}, source,
+      name or _name(path))
   ignored = {k for k in tensors
              if k.endswith(("position_ids", "embeddings.token_type_ids"))}
   for copy, original in tied_copies(config, prefix).items():
@@ -395,12 +462,8 @@ def import_checkpoint(path, name=None):
         raise CheckpointError(f"{source}: {copy} is not tied to {original}; "
                               "untied MLM decoders are not supported")
       ignored.add(copy)
-  check_table_sizes(  # before the build
-      config, f"{prefix}embeddings.{{}}.weight".format,
-      {k: v.shape for k, v in tensors.items()},
-      os.path.join(os.path.dirname(source), CONFIG_NAME), source)
   model = build_model(config, head)
-  assign(model, tensor_entries(config, head, prefix), tensors, source,
+  assign(model, entries, tensors, source,
          ignored, absent=("pooler/",) if head.kind in _NO_POOLER else ())
   return model, config, head
 

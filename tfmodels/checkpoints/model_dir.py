@@ -140,14 +140,13 @@ def read_task_spec(model_dir, flag="--model_dir",
   path = os.path.join(model_dir, "task.json")
   if not os.path.isdir(model_dir):
     raise ValueError(f"{flag} {model_dir}: no such directory")
-  try:
-    with open(path) as f:
-      spec = json.load(f)
-  except FileNotFoundError:
+  if not os.path.lexists(path):
     raise ValueError(f"{flag} {model_dir}: no task.json (not a finetune "
-                     f"run; {hint})") from None
-  except (OSError, ValueError) as e:
-    raise ValueError(f"{path}: cannot read it ({e})") from None
+                     f"run; {hint})")
+  try:
+    spec = read_json_object(path)
+  except ConfigError as e:
+    raise ValueError(str(e)) from None
   fields = {"task": str, "max_seq_length": int, "vocab_file": str}
   for name, kind in fields.items():
     value = spec.get(name) if isinstance(spec, dict) else None

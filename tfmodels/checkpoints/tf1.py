@@ -13,7 +13,6 @@ import keeps "gelu" exact (outputs differ by ~1e-3 from Google's TF1 runs;
 set "hidden_act": "gelu_new" in the config to reproduce those).
 """
 
-import json
 import os
 
 import tensorflow as tf
@@ -21,7 +20,7 @@ import tensorflow as tf
 from tfmodels.checkpoints.model_dir import Head, build_model
 from tfmodels.checkpoints.weight_mapping import (CheckpointError, Entry,
                                                  assign, check_table_sizes)
-from tfmodels.configs import ConfigError, ModelConfig
+from tfmodels.configs import ConfigError, ModelConfig, read_json_object
 
 _OPTIMIZER_SUFFIXES = ("/adam_m", "/adam_v", "/Adam", "/Adam_1", "/lamb_m",
                        "/lamb_v")
@@ -180,10 +179,9 @@ def detect_head(names, source):
 def read_config(path, arch):
   """Google's bert_config.json / albert_config.json as our ModelConfig."""
   try:
-    with open(path) as f:
-      values = json.load(f)
-  except (OSError, ValueError) as e:
-    raise CheckpointError(f"{path}: cannot read config ({e})") from None
+    values = read_json_object(path)
+  except ConfigError as e:
+    raise CheckpointError(str(e)) from None
   if arch == "albert":
     for key, only in _ALBERT_ONLY.items():
       if values.pop(key, only) != only:
@@ -259,6 +257,13 @@ def import_checkpoint(prefix, config_path=None, name=None):
         "output_weights"][0])
   else:
     head = Head(kind, sentence_objective="sop" if arch == "albert" else "nsp")
+  entries = tensor_entries(config, head, arch)
+  shapes = reader.get_variable_to_shape_map()
+  missing = next((e.theirs for e in entries if e.theirs not in shapes), None)
+  if missing:  # before the build: 1024 layers on a 2-layer checkpoint
+    raise CheckpointError(f"{prefix}: missing tensor {missing!r}; does "
+                          f"{config_path} (num_hidden_layers "
+                          f"{config.num_hidden_layers}) describe it?")
   model = build_model(config, head)
   tensors = {}
   for n in names:
@@ -269,5 +274,5 @@ def import_checkpoint(prefix, config_path=None, name=None):
       raise CheckpointError(f"{prefix}: cannot read tensor {n} ({message}); "
                             "the checkpoint's data file is truncated or "
                             "corrupt") from None
-  assign(model, tensor_entries(config, head, arch), tensors, prefix)
+  assign(model, entries, tensors, prefix)
   return model, config, head
