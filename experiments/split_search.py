@@ -1,7 +1,7 @@
-"""Which carve of a teacher meets a budget (issue 40, item 2): candidate
-splits (attention heads kept per layer, FFN width, word-table rank), each
-measured on the target as an int8 file of its shape, scored by what it keeps
-of the teacher, and the best-scored candidate inside the budget.
+"""Which carve of a teacher meets a budget: candidate splits (attention
+heads kept per layer, FFN width, word-table rank), each measured on the
+target as an int8 file of its shape, scored by what it keeps of the
+teacher, and the best-scored candidate inside the budget.
 
     python -m experiments.split_search --teacher_dir RUN --data_dir DATA \
         --target_latency_ms 20 [--threads 1] [--max_seq_length 384] \
@@ -26,6 +26,14 @@ on a phone through adb (`Device`). The teacher as it is is timed in the same
 run, for comparison. Each measurement is cached by shape, length, threads
 and target (for a phone: its serial, model and benchmark_model build), so a
 second search does not re-time and a host time never stands for a phone's.
+
+The cache (`--work_dir`; default this user's 0700 `split_search-UID` under
+the temporary directory) keeps only those small JSON records: a
+candidate's int8 file is made in a scratch directory of the run and
+removed once timed (a killed run's is removed by the next search). Each
+search prunes it (`prune_cache`) to records used in the last 30 days
+(`CACHE_DAYS`) and at most 10 MB in all (`CACHE_MB`), the least recently
+used going first.
 """
 
 import contextlib
@@ -34,7 +42,11 @@ import hashlib
 import itertools
 import json
 import os
+import re
+import shutil
 import sys
+import tempfile
+import time
 
 from absl import app, flags
 import numpy as np
@@ -306,17 +318,111 @@ def _convert_all(unconverted, head, seq_length, log):
       log(f"converted {jobs[job]} ({done}/{len(jobs)})")
 
 
+# The cache's bound: `prune_cache` keeps the records used in the last
+# CACHE_DAYS days, at most CACHE_MB (1e6 bytes) of them, the most recently
+# used; stated in `--work_dir`'s help and the module docstring.
+CACHE_DAYS = 30
+CACHE_MB = 10
+
+_RECORD = re.compile(r"[0-9a-f]{20}\.json")  # a measurement: its shape_key
+_SCRATCH = re.compile(r"timing-(\d+)-[a-z0-9_]+")  # a run's, with its pid
+# What earlier versions kept in the cache: int8 files by shape, and
+# android_bench's run files under runs/.
+_OLD_FILE = re.compile(r"[0-9a-f]{20}\.tflite")
+_OLD_RUN = re.compile(r"\d{8}-\d{6}-[0-9a-f]{6}\.json")
+
+
+def _remove(path):
+  """Removes a file or directory; whether this call removed it (another
+  search may have first; a cache that cannot be pruned is no reason to
+  fail a search)."""
+  try:
+    if os.path.isdir(path) and not os.path.islink(path):
+      shutil.rmtree(path)
+    else:
+      os.unlink(path)
+  except OSError:
+    return False
+  return True
+
+
+def prune_cache(cache_dir, max_days=CACHE_DAYS, max_mb=CACHE_MB, now=None):
+  """Bounds `measure`'s cache; the names it removed. Records (one small
+  JSON file per measurement) not used for `max_days` days go, then the
+  least recently used until the rest take at most `max_mb` MB; so do the
+  scratch directories of runs no longer running (or older than
+  `max_days`), staging a killed writer left, and the int8 and run files
+  earlier versions kept. Anything else in `cache_dir` is left alone."""
+  from tfmodels.staging import clear_stale_staging, process_running
+  now = time.time() if now is None else now
+  oldest = now - max_days * 86400
+  try:
+    names = os.listdir(cache_dir)
+  except OSError:  # not made yet
+    return []
+  clear_stale_staging(cache_dir)
+  removed, records = [], []
+  for name in names:
+    path = os.path.join(cache_dir, name)
+    try:
+      info = os.lstat(path)
+    except FileNotFoundError:
+      continue
+    scratch = _SCRATCH.fullmatch(name)
+    if scratch:
+      if (not process_running(int(scratch.group(1)))
+          or info.st_mtime < oldest) and _remove(path):
+        removed.append(name)
+    elif _OLD_FILE.fullmatch(name):
+      if _remove(path):
+        removed.append(name)
+    elif name == "runs" and os.path.isdir(path) and not os.path.islink(path):
+      clear_stale_staging(path)
+      runs = []
+      with contextlib.suppress(OSError):
+        runs = os.listdir(path)
+      for run in runs:
+        if _OLD_RUN.fullmatch(run) and _remove(os.path.join(path, run)):
+          removed.append(os.path.join(name, run))
+      with contextlib.suppress(OSError):  # something else is in it
+        os.rmdir(path)
+        removed.append(name)
+    elif _RECORD.fullmatch(name) and os.path.isfile(path):
+      records.append((info.st_mtime, info.st_size, name))
+  records.sort()
+  total = sum(size for _, size, _ in records)
+  for mtime, size, name in records:
+    if mtime >= oldest and total <= max_mb * 1e6:
+      break
+    if _remove(os.path.join(cache_dir, name)):
+      removed.append(name)
+    total -= size
+  return removed
+
+
 def measure(configs, head, seq_length, threads, cache_dir, settings=None,
             log=print, device=Device()):
   """{config name: (median ms, int8 MB)} of each config in `configs`
   timed on `device` (default: the host) with `threads` threads, all in one
   android_bench run, from `cache_dir` where it was measured before.
   Configs of one shape are converted and timed once. `settings`:
-  android_bench Settings overrides (runs, warm-ups, min_secs)."""
-  from android_bench import report
-  from android_bench.runner import Settings, run_matrix
-  from tfmodels.staging import write_file
-  measured, todo, unconverted = {}, {}, {}
+  android_bench Settings overrides (runs, warm-ups, min_secs).
+
+  `cache_dir` keeps only the records of the times: the int8 files are
+  made in a scratch directory of this run, removed when it ends, and the
+  cache is pruned to its bound (`prune_cache`) before and after."""
+  prune_cache(cache_dir)
+  try:
+    return _measure_records(configs, head, seq_length, threads, cache_dir,
+                             settings, log, device)
+  finally:
+    prune_cache(cache_dir)
+
+
+def _measure_records(configs, head, seq_length, threads, cache_dir,
+                      settings, log, device):
+  """`measure` within its pruning: cached records, then the rest."""
+  measured, todo, configs_of = {}, {}, {}
   for config in configs:
     key = shape_key(config, head, seq_length, threads, device.key())
     record = os.path.join(cache_dir, key + ".json")
@@ -324,38 +430,49 @@ def measure(configs, head, seq_length, threads, cache_dir, settings=None,
       with open(record) as f:
         cached = json.load(f)
       measured[config.name] = (cached["latency_ms"], cached["int8_mb"])
+      with contextlib.suppress(OSError):  # used now: pruned last
+        os.utime(record)
       continue
     except (OSError, ValueError, KeyError):
       pass
-    # Named by shape alone: one conversion serves every target and thread
-    # count.
-    path = os.path.join(cache_dir,
-                        _digest(_shape(config, head, seq_length)) + ".tflite")
-    if not os.path.exists(path) and path not in unconverted:
-      unconverted[path] = config
-    todo.setdefault(path, (record, []))[1].append(config.name)
-  _convert_all(unconverted, head, seq_length, log)
-  if todo:
+    # Named by shape alone: one conversion serves every thread count.
+    name = _digest(_shape(config, head, seq_length)) + ".tflite"
+    configs_of.setdefault(name, config)
+    todo.setdefault(name, (record, []))[1].append(config.name)
+  if not todo:
+    return measured
+  from android_bench import report
+  from android_bench.runner import Settings, run_matrix
+  from tfmodels.staging import write_file
+  os.makedirs(cache_dir, exist_ok=True)
+  scratch = tempfile.mkdtemp(prefix=f"timing-{os.getpid()}-", dir=cache_dir)
+  try:
+    _convert_all({os.path.join(scratch, n): c for n, c in configs_of.items()},
+                 head, seq_length, log)
     run_settings = Settings(threads=(threads,), **dict(settings or {}))
     with device.runner(run_settings) as target:
-      run, _ = run_matrix(target, sorted(todo), run_settings,
-                          os.path.join(cache_dir, "runs"),
+      run, _ = run_matrix(target, [os.path.join(scratch, n)
+                                   for n in sorted(todo)], run_settings,
+                          os.path.join(scratch, "runs"),
                           name="split_search", binary=device.benchmark_binary,
                           log=log)
     by_file = {r["model"]: r for r in report.summarize(run)}
-    for path, (record, names) in todo.items():
-      row = by_file.get(os.path.basename(path), {})
+    for name, (record, names) in sorted(todo.items()):
+      row = by_file.get(name, {})
       if not row.get("latency_ms"):
         why = "; ".join(row.get("errors") or []) or "no time"
-        raise BudgetError(f"{names[0]}: its int8 file {path} did not run on "
+        raise BudgetError(f"{names[0]}: its int8 file did not run on "
                           f"{device.describe()}: {why}".splitlines()[0])
       facts = {"latency_ms": row["latency_ms"],
-               "int8_mb": os.path.getsize(path) / 1e6,
-               "config": names[0], "int8_file": os.path.basename(path),
+               "int8_mb": os.path.getsize(os.path.join(scratch, name)) / 1e6,
+               # The name it was timed under (the file is not kept).
+               "config": names[0], "int8_file": name,
                "target": device.key()}
       write_file(record, json.dumps(facts, indent=1))
-      for name in names:
-        measured[name] = (facts["latency_ms"], facts["int8_mb"])
+      for config_name in names:
+        measured[config_name] = (facts["latency_ms"], facts["int8_mb"])
+  finally:
+    shutil.rmtree(scratch, ignore_errors=True)
   return measured
 
 
@@ -410,10 +527,13 @@ class SearchOptions:
                                      "importance scores are taken on.")
   batch_size: int = option(32, "Batch size of the scoring.")
   num_runs: int = option(20, "Timed runs per candidate.")
-  work_dir: str | None = option(None, "Where the candidates' int8 files "
-                                "and times are cached, by shape (default: "
-                                "this user's 0700 split_search-UID under "
-                                "the temporary directory).")
+  work_dir: str | None = option(
+      None, "Where the candidates' times are cached, by shape (default: "
+      "this user's 0700 split_search-UID under the temporary directory). "
+      "Only the small records of the times stay: each int8 file is removed "
+      "once timed, and each search prunes the cache to the records used in "
+      f"the last {CACHE_DAYS} days, at most {CACHE_MB} MB of them (the "
+      "least recently used go first).")
   output: str | None = option(None, "Also write the table here (JSON).")
   seed: int = option(0, "Which calibration examples.")
 

@@ -239,3 +239,83 @@ def test_ctrl_c_ends_ship_in_one_line_with_its_steps_stopped(spam_data,
                         text=True).stdout.split()
   assert not left  # the steps were stopped with it
   assert not os.path.exists(tmp_path / ".ship.lock")
+
+
+# --- the teacher's tokenizer settings, honoured ---------------------------
+
+LINES = ["Résumé café 東京", "Über NAÏVE naïve!", "北京大学 and ΟΔΥΣΣΕΥΣ",
+         "Привет, мир: e\u0301 re\u0301sume\u0301", "emoji 😀 مرحبا",
+         "Ångström Øre ﬁne ǅ"]
+
+
+@pytest.fixture(scope="module")
+def span_tflite():
+  """A tiny converted model with the contract's inputs, for metadata."""
+  import tensorflow as tf
+
+  @tf.function(input_signature=[tf.TensorSpec([1, 8], tf.int32, name=n)
+                                for n in ("ids", "mask", "segment_ids")])
+  def span(ids, mask, segment_ids):
+    x = tf.cast(ids + mask + segment_ids, tf.float32)
+    return {"start_logits": x, "end_logits": -x}
+  return tf.lite.TFLiteConverter.from_concrete_functions(
+      [span.get_concrete_function()], span).convert()
+
+
+@pytest.mark.parametrize("strip", [None, True, False])
+@pytest.mark.parametrize("chinese", [True, False])
+def test_the_teachers_tokenizer_settings_reach_every_tokenizer(
+    strip, chinese, spam_data, span_tflite, tmp_path):
+  """ship's teacher step writes the settings beside the vocabulary; the
+  steps' tokenizer and the app's twin (the settings the converted file
+  carries) give Hugging Face `tokenizers`' ids, the teacher's own
+  tokenizer.json's, for every setting. (The Java core: its own test.)"""
+  from tokenizers import Tokenizer
+  from android_bench.qa_app.answering import tokenizer_for
+  from converters.metadata import attach
+  from experiments.ship_teacher import TeacherOptions, write_teacher
+  from tfmodels.tokenization import WordPieceTokenizer, settings_beside
+  teacher = _teacher(tmp_path, tokenizer={"strip_accents": strip,
+                                          "handle_chinese_chars": chinese})
+  path = os.path.join(teacher, "tokenizer_config.json")
+  with open(path) as f:
+    values = dict(json.load(f), strip_accents=strip,
+                  tokenize_chinese_chars=chinese)
+  with open(path, "w") as f:
+    json.dump(values, f)
+  out = str(tmp_path / "imported")
+  write_teacher(TeacherOptions(teacher=teacher, task="spam",
+                               data_dir=spam_data, max_seq_length=32,
+                               output=out))
+  reference = Tokenizer.from_file(os.path.join(teacher, "tokenizer.json"))
+  expected = [reference.encode(l, add_special_tokens=False).ids
+              for l in LINES]
+  vocab = os.path.join(out, "vocab.txt")
+  steps = WordPieceTokenizer(vocab)
+  model = tmp_path / "model.tflite"
+  model.write_bytes(attach(span_tflite, "span", vocab,
+                           settings=settings_beside(vocab)))
+  for tokenizer in (steps, tokenizer_for(str(model))):
+    assert [tokenizer.encode(l).ids for l in LINES] == expected
+    assert tokenizer.ids_batch(LINES) == expected
+
+
+def test_a_cased_teacher_is_refused_in_one_line(tmp_path):
+  from experiments.ship_teacher import inspect_teacher
+  teacher = _teacher(tmp_path, tokenizer={"lowercase": False})
+  path = os.path.join(teacher, "tokenizer_config.json")
+  with open(path) as f:
+    values = dict(json.load(f), do_lower_case=False)
+  with open(path, "w") as f:
+    json.dump(values, f)
+  with pytest.raises(ValueError, match=f"^{path}: do_lower_case is false"):
+    inspect_teacher(teacher)
+
+
+def test_settings_the_two_files_disagree_on_are_refused(tmp_path):
+  from experiments.ship_teacher import inspect_teacher
+  teacher = _teacher(tmp_path, tokenizer={"strip_accents": False})
+  with pytest.raises(ValueError, match=(
+      f"^{teacher}/tokenizer_config.json: field 'strip_accents' is null, but "
+      f"{teacher}/tokenizer.json's normalizer has strip_accents false$")):
+    inspect_teacher(teacher)

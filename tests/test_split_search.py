@@ -1,22 +1,28 @@
 """experiments/split_search.py: the candidate grid, the choice against a
 budget from a made-up latency table, the timing of a shape on the host as it
 ships (substituted; cached: a second search does not re-time), the cache
-kept apart per target, a phone through the real adb client and the stand-in
-device of test_android_bench_adb, and the refusals before any work."""
+kept apart per target and within its bound (only the records of the times,
+pruned by age and size), a phone through the real adb client and the
+stand-in device of test_android_bench_adb, the output's lock, and the
+refusals before any work."""
 
 import json
 import os
+import shutil
 import subprocess
 import sys
+import time
 
 import numpy as np
 import pytest
 
 from experiments.split_budget import Budget
-from experiments.split_search import (BudgetError, Candidate, Device, Row,
-                                     SearchOptions, attach, candidates,
-                                     carved, choose, measure, search,
-                                     shape_key, shipped)
+from experiments import split_search
+from experiments.split_search import (CACHE_DAYS, CACHE_MB, BudgetError,
+                                     Candidate, Device, Row, SearchOptions,
+                                     attach, candidates, carved, choose,
+                                     measure, prune_cache, search, shape_key,
+                                     shipped)
 from tfmodels.checkpoints.model_dir import Head
 from tfmodels.command_options import with_defaults
 from tfmodels.compression.substitution import SubstitutionError, parse_spec
@@ -74,21 +80,42 @@ def test_a_budget_no_candidate_meets_names_the_fastest():
       "measured 6.50 ms (1.40 MB int8, 350 encoder parameters)")
 
 
-def _ops(cache_dir, config, seq_length, threads=1, device=Device()):
-  """The op histogram of the int8 file `config` was timed as."""
+def _keep_timed_files(monkeypatch, kept):
+  """Copies every file android_bench times into `kept` (the cache does not
+  keep them); the paths it was given, run by run."""
+  from android_bench import runner
+  real, runs = runner.run_matrix, []
+
+  def run_matrix(target, model_paths, *args, **kwargs):
+    os.makedirs(kept, exist_ok=True)
+    for path in model_paths:
+      shutil.copy(path, kept)
+    runs.append(list(model_paths))
+    return real(target, model_paths, *args, **kwargs)
+
+  monkeypatch.setattr(runner, "run_matrix", run_matrix)
+  return runs
+
+
+def _ops(cache_dir, kept, config, seq_length, threads=1, device=Device()):
+  """The op histogram of the int8 file `config` was timed as (its copy in
+  `kept`)."""
   from converters.tflite_file import op_histogram
   key = shape_key(config, Head("span"), seq_length, threads, device.key())
   with open(os.path.join(cache_dir, key + ".json")) as f:
     name = json.load(f)["int8_file"]
-  with open(os.path.join(cache_dir, name), "rb") as f:
+  with open(os.path.join(kept, name), "rb") as f:
     return op_histogram(f.read())
 
 
-def test_a_shape_is_timed_on_the_host_once_as_it_ships(tmp_path):
+def test_a_shape_is_timed_on_the_host_once_as_it_ships(tmp_path,
+                                                        monkeypatch):
   """Four configs, three shapes (one twice under two names, as the teacher
   and its full-size candidate can be): three conversions, one run; the
   substituted candidate is timed as it ships, without LayerNorm's means or
-  gelu, under its own key."""
+  gelu, under its own key; the cache keeps the three records, no file."""
+  cache, kept = tmp_path / "cache", tmp_path / "timed"
+  runs = _keep_timed_files(monkeypatch, str(kept))
   full = Candidate(TEACHER.num_attention_heads, 64)
   configs = [carved(TEACHER, full), carved(TEACHER, Candidate(1, 32)),
              carved(TEACHER, full),
@@ -98,7 +125,7 @@ def test_a_shape_is_timed_on_the_host_once_as_it_ships(tmp_path):
       "no_norm", "relu")
   settings = {"num_runs": 5, "warmup_runs": 1, "min_secs": 0.01}
   lines = []
-  first = measure(configs, Head("span"), 32, 1, str(tmp_path), settings,
+  first = measure(configs, Head("span"), 32, 1, str(cache), settings,
                   log=lines.append)
   assert set(first) == {"c0", "c1", "c2", "c3"}
   for ms, mb in first.values():
@@ -109,15 +136,17 @@ def test_a_shape_is_timed_on_the_host_once_as_it_ships(tmp_path):
   assert sum(line.startswith("run ") for line in lines) == 1
   keys = {shape_key(c, Head("span"), 32, 1, "host") for c in configs}
   assert len(keys) == 3
-  plain, shipping = _ops(tmp_path, configs[0], 32), _ops(tmp_path,
-                                                         configs[3], 32)
+  assert len(runs) == 1 and len(runs[0]) == 3
+  assert not any(os.path.exists(p) for p in runs[0])  # removed once timed
+  plain = _ops(cache, kept, configs[0], 32)
+  shipping = _ops(cache, kept, configs[3], 32)
   assert plain["MEAN"] and plain["RSQRT"] and plain["GELU"]
   assert not {"MEAN", "RSQRT", "GELU"} & set(shipping)
   lines.clear()
-  again = measure(configs, Head("span"), 32, 1, str(tmp_path), settings,
+  again = measure(configs, Head("span"), 32, 1, str(cache), settings,
                   log=lines.append)
   assert again == first and not lines  # cached: nothing converted or run
-  assert len([n for n in os.listdir(tmp_path) if n.endswith(".json")]) == 3
+  assert sorted(os.listdir(cache)) == sorted(f"{k}.json" for k in keys)
 
 
 def test_a_host_time_never_stands_for_a_phone():
@@ -194,8 +223,8 @@ def test_candidates_are_timed_on_the_phone_apart_from_the_host(
     tmp_path, monkeypatch):
   """A private adb server (test_android_bench_adb's Lab): no phone is one
   line before any work; with the stand-in phone attached, a shape timed on
-  the host is timed again there (its file reused, not converted again) and
-  then cached under the phone's key."""
+  the host is timed again there (converted again: the cache keeps no int8
+  file) and then cached under the phone's key."""
   # The adb lab of android_bench's tests (tests/ is on the path).
   from test_android_bench_adb import PREFIX, Lab, _binary
   lab = Lab(tmp_path)
@@ -233,8 +262,14 @@ def test_candidates_are_timed_on_the_phone_apart_from_the_host(
     lines.clear()
     on_phone = measure([config], Head("span"), 16, 1, str(work), settings,
                        log=lines.append, device=phone)
-    assert on_phone["c"][0] > 0 and on_phone["c"][1] == host["c"][1]
-    assert not any(line.startswith("converting") for line in lines)
+    # The same shape: the same size, to a few bytes (two conversions of one
+    # shape need not be byte for byte the same file).
+    assert on_phone["c"][0] > 0
+    assert on_phone["c"][1] == pytest.approx(host["c"][1], rel=1e-3)
+    assert sum(line.startswith("converting") for line in lines) == 1
+    assert sorted(os.listdir(work)) == sorted(
+        shape_key(config, Head("span"), 16, 1, d.key()) + ".json"
+        for d in (Device(), phone))
     ran = [c for c in lab.commands() if c.startswith(PREFIX)]
     assert len(ran) == 1 and "--num_threads=1" in ran[0]
     with open(work / (shape_key(config, Head("span"), 16, 1, phone.key())
@@ -251,11 +286,11 @@ def test_candidates_are_timed_on_the_phone_apart_from_the_host(
 def test_the_command_chooses_and_refuses_in_one_line(tmp_path):
   """A tiny BERT spam teacher, its candidates timed at the app's length as
   they ship (LayerNorm substituted) and the teacher as it is: the table, the
-  chosen split's compress flags; a budget below the fastest candidate is
-  refused naming its time, re-using the cached measurements."""
-  import shutil
-  from converters.tflite_file import op_histogram
+  chosen split's compress flags, no int8 file left in the cache nor a lock
+  beside the output; a budget below the fastest candidate is refused naming
+  its time, re-using the cached measurements."""
   from fixtures.converters import tiny_models
+  from tfmodels.checkpoints.model_dir import read_head
   base = tmp_path.parent
   teacher = tmp_path / "teacher"
   shutil.copytree(tiny_models.trained_classifier(
@@ -280,11 +315,18 @@ def test_the_command_chooses_and_refuses_in_one_line(tmp_path):
           record["substitute"]) == (32, "host", None, "layernorm=nonorm")
   assert record["teacher_latency_ms"] > 0
   assert record["teacher_int8_mb"] > max(r["int8_mb"] for r in record["rows"])
-  files = [tmp_path / "work" / n for n in os.listdir(tmp_path / "work")
-           if n.endswith(".tflite")]
-  assert len(files) == 5  # the candidates and the teacher, in one run
-  assert len(os.listdir(tmp_path / "work" / "runs")) == 1
-  assert sum("MEAN" in op_histogram(f.read_bytes()) for f in files) == 1
+  assert sorted(os.listdir(tmp_path)) == ["s.json", "teacher", "work"]
+  # The candidates as they ship (LayerNorm substituted) and the teacher as
+  # it is, in one run; only their records stay.
+  config, head = load_config(str(teacher / "config.json")), read_head(
+      str(teacher))
+  shipping = parse_spec("layernorm=nonorm")
+  timed = [shipped(config, Candidate(h, 32, r), shipping)
+           for h in (2, 1) for r in (None, 8)] + [config]
+  assert sorted(os.listdir(tmp_path / "work")) == sorted(
+      shape_key(c, head, 32, 1, "host") + ".json" for c in timed)
+  assert sum(line.startswith("run ") for line in
+             result.stdout.splitlines()) == 1
   assert record["chosen"] == {"heads": 2, "intermediate_size": 32,
                               "table_rank": None}  # all fit: the most kept
   scores = {(r["heads"], r["table_rank"]): r["score"] for r in record["rows"]}
@@ -316,3 +358,173 @@ def test_the_score_curve_ranks_as_spearman_does():
   expected = (x * y).sum() / np.sqrt((x ** 2).sum() * (y ** 2).sum())
   assert spearman([1, 5, 5, 9], [1, 2, 3, 4]) == pytest.approx(expected)
   assert spearman([1, 1, 1], [1, 2, 3]) == 0.0  # no ordering at all
+
+
+def _record(cache, name, size, age_days, now):
+  """A made-up record of `size` bytes last used `age_days` ago (sparse: a
+  large one costs nothing)."""
+  path = os.path.join(cache, name)
+  with open(path, "wb") as f:
+    f.truncate(size)
+  os.utime(path, (now - age_days * 86400,) * 2)
+  return name
+
+
+def _dead_pid():
+  child = subprocess.Popen(["true"])
+  child.wait()
+  return child.pid
+
+
+def test_the_cache_is_pruned_to_its_bound(tmp_path):
+  """Records unused for CACHE_DAYS days go, then the least recently used
+  until CACHE_MB remain; so do killed runs' scratch directories and the
+  int8 and run files earlier versions kept. A running search's scratch and
+  what split_search did not write stay; the bound is the one documented."""
+  cache, now = str(tmp_path), time.time()
+  hexes = iter(f"{i:020x}" for i in range(1, 100))
+  old = _record(cache, next(hexes) + ".json", 200, CACHE_DAYS + 1, now)
+  recent = [_record(cache, next(hexes) + ".json", 3_000_000, days, now)
+            for days in (5, 4, 3, 2)]  # 12 MB, oldest first
+  small = _record(cache, next(hexes) + ".json", 200, 1, now)
+  legacy = _record(cache, next(hexes) + ".tflite", 5_000_000, 0, now)
+  os.mkdir(os.path.join(cache, "runs"))
+  _record(cache, "runs/20250101-120000-abc123.json", 100, 40, now)
+  killed = f"timing-{_dead_pid()}-k1_x"
+  running = f"timing-{os.getpid()}-r2_y"
+  for scratch in (killed, running):
+    os.mkdir(os.path.join(cache, scratch))
+    _record(cache, f"{scratch}/{next(hexes)}.tflite", 50_000_000, 0, now)
+  _record(cache, "notes.txt", 100, 99, now)  # not the cache's: left alone
+  os.mkdir(os.path.join(cache, "mine"))
+
+  removed = prune_cache(cache, now=now)
+  assert sorted(removed) == sorted(
+      [old, recent[0], legacy, killed, "runs",
+       "runs/20250101-120000-abc123.json"])
+  assert sorted(os.listdir(cache)) == sorted(
+      recent[1:] + [small, running, "notes.txt", "mine"])
+  records = [n for n in os.listdir(cache) if n.endswith(".json")]
+  assert sum(os.path.getsize(os.path.join(cache, n))
+             for n in records) <= CACHE_MB * 1e6
+  assert prune_cache(cache, now=now) == []  # within its bound: nothing
+  # A tighter bound: the least recently used first, the newest last.
+  assert prune_cache(cache, max_days=2.5, max_mb=0.001, now=now) == [
+      recent[1], recent[2], recent[3]]
+  assert prune_cache(str(tmp_path / "none")) == []  # not made yet
+  # The bound is the one --work_dir's help and the docstring state.
+  from tfmodels.command_options import flag_spec
+  help_text = flag_spec(SearchOptions.__dataclass_fields__["work_dir"],
+                        SearchOptions)[2]
+  for text in (help_text, split_search.__doc__):
+    text = " ".join(text.split())
+    assert f"last {CACHE_DAYS} days" in text and f"{CACHE_MB} MB" in text
+
+
+def _fake_timing(monkeypatch):
+  """measure without TensorFlow or a timer: the conversion writes a few
+  bytes per shape, android_bench's run times each 2 ms; the files it was
+  given and whether each existed then."""
+  from android_bench import report, runner
+  seen = []
+
+  def convert_all(unconverted, head, seq_length, log):
+    for path in unconverted:
+      with open(path, "wb") as f:
+        f.write(b"\0" * 1000)
+
+  def run_matrix(target, model_paths, settings, results_dir, **kwargs):
+    seen.extend((p, os.path.isfile(p)) for p in model_paths)
+    return {"models": list(model_paths)}, None
+
+  monkeypatch.setattr(split_search, "_convert_all", convert_all)
+  monkeypatch.setattr(runner, "run_matrix", run_matrix)
+  monkeypatch.setattr(report, "summarize", lambda run: [
+      {"model": os.path.basename(p), "latency_ms": 2.0}
+      for p in run["models"]])
+  return seen
+
+
+def test_measuring_keeps_only_the_records_and_prunes(tmp_path, monkeypatch):
+  """The int8 files are timed from a scratch directory removed once they
+  are; the cache ends with the records alone, pruned (an old record and an
+  earlier version's int8 file go) and a record used now is kept longest."""
+  seen = _fake_timing(monkeypatch)
+  cache, now = str(tmp_path / "cache"), time.time()
+  os.mkdir(cache)
+  old = _record(cache, "f" * 20 + ".json", 100, CACHE_DAYS + 1, now)
+  legacy = _record(cache, "e" * 20 + ".tflite", 1000, 0, now)
+  configs = [carved(TEACHER, Candidate(h, 32)).replace(name=f"c{h}")
+             for h in (1, 2)]
+  measured = measure(configs, Head("span"), 16, 1, cache, log=lambda _: None)
+  assert measured == {"c1": (2.0, 0.001), "c2": (2.0, 0.001)}
+  assert len(seen) == 2 and all(existed for _, existed in seen)
+  assert not any(os.path.exists(p) for p, _ in seen)
+  keys = [shape_key(c, Head("span"), 16, 1, "host") for c in configs]
+  assert sorted(os.listdir(cache)) == sorted(k + ".json" for k in keys)
+  assert old not in os.listdir(cache) and legacy not in os.listdir(cache)
+  # A second search reads the records and marks them used.
+  first = os.path.join(cache, keys[0] + ".json")
+  os.utime(first, (now - 10 * 86400,) * 2)
+  seen.clear()
+  assert measure(configs, Head("span"), 16, 1, cache) == measured
+  assert not seen and os.path.getmtime(first) > now - 60
+
+
+# split_search's command as it runs, with a stand-in search that holds its
+# output's lock until killed ("hold") or returns at once ("done"). The two
+# modules that import TensorFlow, which the stand-in never uses, are
+# stand-ins too: the command starts in a second, not fifteen.
+_COMMAND = """
+import sys, time, types
+def stand_in(name, **names):
+  sys.modules[name] = types.ModuleType(name)
+  sys.modules[name].__dict__.update(names)
+stand_in("tfmodels.tokenization",
+         VocabError=type("VocabError", (ValueError,), {}))
+stand_in("tfmodels.compression.carve", CarveSpec=None, carved_config=None)
+from experiments import split_search
+mode = sys.argv[1]
+def search(options):
+  if mode == "hold":
+    print("searching", flush=True)
+    time.sleep(300)
+  return {"chosen": "stand-in"}
+split_search.search = search
+sys.argv = ["split_search"] + sys.argv[2:]
+split_search.run()
+"""
+
+
+def test_the_output_lock_outlives_no_run(tmp_path):
+  """A run holds `.NAME.lock` beside its --output (a second is refused);
+  after a kill -9 the file stays but the kernel freed its lock, so the next
+  run goes ahead as if it were not there and, clean, leaves none."""
+  output, lock = tmp_path / "split.json", tmp_path / ".split.json.lock"
+  flags_ = ["--teacher_dir", str(tmp_path), "--data_dir", str(tmp_path),
+            "--target_latency_ms", "5", "--output", str(output)]
+
+  def command(mode):
+    return [sys.executable, "-c", _COMMAND, mode, *flags_]
+
+  held = subprocess.Popen(command("hold"), stdout=subprocess.PIPE, text=True,
+                          cwd=REPO)
+  try:
+    assert held.stdout.readline() == "searching\n"
+    assert lock.read_text() == f"{held.pid}\n"
+    refused = subprocess.run(command("done"), capture_output=True, text=True,
+                             cwd=REPO, timeout=120)
+    assert refused.returncode == 1
+    assert refused.stderr.splitlines()[-1] == (
+        f"error: --output {output}: another process (pid {held.pid}) is "
+        "writing it; wait for it or choose another output")
+  finally:
+    held.kill()
+    held.wait()
+    held.stdout.close()
+  assert held.returncode == -9 and lock.exists() and not output.exists()
+  done = subprocess.run(command("done"), capture_output=True, text=True,
+                        cwd=REPO, timeout=120)
+  assert done.returncode == 0, done.stderr
+  assert json.loads(output.read_text()) == {"chosen": "stand-in"}
+  assert os.listdir(tmp_path) == ["split.json"]  # no lock, no staging
