@@ -5,6 +5,9 @@ So anyone can check our tokenization against another tokenizer:
     echo "Héllo, wörld!" | python -m tfmodels.tokenize_lines \
         --vocab_file data/vocab/uncased_vocab.txt
     # hello , world !
+
+The settings are the flags' (Hugging Face's names), as the Java core's
+TokenizeMain takes them, not a tokenizer_config.json beside the vocabulary.
 """
 
 import dataclasses
@@ -24,6 +27,11 @@ class TokenizeLinesOptions:
   vocab_file: str = option(None, "BERT vocab.txt.", required=True)
   do_lower_case: bool = option(
       True, "Lower-case and strip accents (uncased models).")
+  strip_accents: str = option(
+      "none", "Strip accents: true, false, or none (when lower-casing).",
+      choices=("true", "false", "none"))
+  tokenize_chinese_chars: bool = option(
+      True, "Each CJK ideograph a word of its own.")
 
 
 define_flags(TokenizeLinesOptions)
@@ -35,9 +43,14 @@ def main(argv):
   if len(argv) > 1:
     raise app.UsageError(f"unexpected arguments: {' '.join(argv[1:])}")
   options = from_flags(TokenizeLinesOptions, FLAGS)
-  from tfmodels.tokenization import VocabError, WordPieceTokenizer
+  from tfmodels.tokenization import (TokenizerSettings, VocabError,
+                                     WordPieceTokenizer)
+  settings = TokenizerSettings(
+      options.do_lower_case,
+      {"true": True, "false": False, "none": None}[options.strip_accents],
+      options.tokenize_chinese_chars)
   try:
-    tokenizer = WordPieceTokenizer(options.vocab_file, options.do_lower_case)
+    tokenizer = WordPieceTokenizer(options.vocab_file, settings=settings)
   except VocabError as e:
     sys.exit(f"error: --vocab_file {e}")
   stdin = open(sys.stdin.fileno(), encoding="utf-8", errors="replace",

@@ -35,6 +35,21 @@ public final class ModelVocabulary {
    * @param source names the model in messages
    */
   public static Vocabulary read(ByteBuffer model, String source) throws IOException {
+    byte[] bytes = associatedFile(model, source, VOCAB_NAME);
+    return bytes == null ? null
+        : Vocabulary.load(new ByteArrayInputStream(bytes), source + ":" + VOCAB_NAME);
+  }
+
+  /**
+   * The bytes of the associated file {@code name} in the model's metadata zip, or null when the
+   * model carries no such file (or no zip at all). {@link TokenizerSettings#ofModel} reads the
+   * model's {@value TokenizerSettings#FILE_NAME} with it.
+   *
+   * @param model the .tflite file's bytes; its position is kept
+   * @param source names the model in messages
+   * @throws Vocabulary.VocabularyException the entry is compressed, damaged or truncated
+   */
+  static byte[] associatedFile(ByteBuffer model, String source, String name) throws IOException {
     ByteBuffer b = model.duplicate().order(ByteOrder.LITTLE_ENDIAN);
     int limit = b.limit();
     // The end-of-directory record: 22 bytes plus a comment of at most 65535, at the very end.
@@ -72,26 +87,26 @@ public final class ModelVocabulary {
       int extraLength = b.getShort((int) at + 30) & 0xFFFF;
       int commentLength = b.getShort((int) at + 32) & 0xFFFF;
       long header = (b.getInt((int) at + 42) & 0xFFFFFFFFL) + shift;
-      String name = string(b, (int) at + 46, nameLength);
-      if (name.equals(VOCAB_NAME)) {
+      String entryName = string(b, (int) at + 46, nameLength);
+      if (entryName.equals(name)) {
         if (method != STORED) {
-          throw new Vocabulary.VocabularyException(source + ": its " + VOCAB_NAME
+          throw new Vocabulary.VocabularyException(source + ": its " + name
               + " is compressed (method " + method + "); convert_tflite stores it uncompressed");
         }
         if (header + 30 > end || b.getInt((int) header) != LOCAL_HEADER) {
-          throw new Vocabulary.VocabularyException(source + ": its " + VOCAB_NAME
+          throw new Vocabulary.VocabularyException(source + ": its " + name
               + " entry is damaged");
         }
         long data = header + 30 + (b.getShort((int) header + 26) & 0xFFFF)
             + (b.getShort((int) header + 28) & 0xFFFF);
         if (data + length > end) {
-          throw new Vocabulary.VocabularyException(source + ": its " + VOCAB_NAME
+          throw new Vocabulary.VocabularyException(source + ": its " + name
               + " entry is truncated");
         }
         byte[] bytes = new byte[(int) length];
         b.position((int) data);
         b.get(bytes);
-        return Vocabulary.load(new ByteArrayInputStream(bytes), source + ":" + VOCAB_NAME);
+        return bytes;
       }
       at += 46 + nameLength + extraLength + commentLength;
     }

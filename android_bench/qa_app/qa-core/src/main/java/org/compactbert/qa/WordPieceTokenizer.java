@@ -9,14 +9,20 @@ import java.util.Arrays;
  *
  * <p>Three steps: {@link BertNormalizer} maps each code point (remembering where every normalized
  * character came from); the normalized text splits into words at whitespace, and every
- * punctuation or CJK character is a word of its own; each word becomes the greedy longest-match
- * WordPieces ({@code ##} marks a piece that continues a word), or one {@code [UNK]} when some
- * part of it matches nothing or it is longer than {@code maxCharsPerWord} code points.
+ * punctuation character (and CJK ideograph, with {@code tokenize_chinese_chars}) is a word of
+ * its own; each word becomes the greedy longest-match WordPieces ({@code ##} marks a piece that
+ * continues a word), or one {@code [UNK]} when some part of it matches nothing or it is longer
+ * than {@code maxCharsPerWord} code points.
  *
  * <pre>{@code
  * WordPieceTokenizer tokenizer = new WordPieceTokenizer(Vocabulary.load(path), true);
  * tokenizer.encode("Unaffable!");  // una ##ffa ##ble !
+ * new WordPieceTokenizer(vocabulary, TokenizerSettings.ofModel(model, "qa_model.tflite"));
  * }</pre>
+ *
+ * <p>The settings ({@link TokenizerSettings}) are Hugging Face's {@code do_lower_case}, {@code
+ * strip_accents} and {@code tokenize_chinese_chars}; the {@code boolean lowerCase} constructors
+ * mean BERT's uncased (lower-case, strip accents) or cased tokenizer, CJK isolated either way.
  */
 public final class WordPieceTokenizer {
   /** Google's BERT's limit: a longer word is one [UNK]. */
@@ -27,18 +33,33 @@ public final class WordPieceTokenizer {
   private final BertNormalizer normalizer;
   private final int maxCharsPerWord;
 
+  /** @param lowerCase lower-case and strip accents (uncased models); false keeps case. */
   public WordPieceTokenizer(Vocabulary vocabulary, boolean lowerCase) {
     this(vocabulary, lowerCase, DEFAULT_MAX_CHARS_PER_WORD);
   }
 
   public WordPieceTokenizer(Vocabulary vocabulary, boolean lowerCase, int maxCharsPerWord) {
+    this(vocabulary, TokenizerSettings.of(lowerCase), maxCharsPerWord);
+  }
+
+  /** @param settings the model's ({@link TokenizerSettings#ofModel}) */
+  public WordPieceTokenizer(Vocabulary vocabulary, TokenizerSettings settings) {
+    this(vocabulary, settings, DEFAULT_MAX_CHARS_PER_WORD);
+  }
+
+  public WordPieceTokenizer(Vocabulary vocabulary, TokenizerSettings settings,
+      int maxCharsPerWord) {
     this.vocabulary = vocabulary;
-    this.normalizer = new BertNormalizer(lowerCase);
+    this.normalizer = new BertNormalizer(settings);
     this.maxCharsPerWord = maxCharsPerWord;
   }
 
   public Vocabulary vocabulary() {
     return vocabulary;
+  }
+
+  public TokenizerSettings settings() {
+    return normalizer.settings();
   }
 
   /** The pieces of {@code text}, with offsets into it. */
@@ -52,14 +73,14 @@ public final class WordPieceTokenizer {
       int n = Character.charCount(cp);
       if (BertNormalizer.isWhitespace(cp)) {
         i += n;
-      } else if (BertNormalizer.isPunctuationOrCjk(cp)) {
+      } else if (normalizer.isAlone(cp)) {
         addWord(norm, i, i + n, out);
         i += n;
       } else {
         int j = i + n;
         while (j < s.length()) {
           int c = s.codePointAt(j);
-          if (BertNormalizer.isWhitespace(c) || BertNormalizer.isPunctuationOrCjk(c)) {
+          if (BertNormalizer.isWhitespace(c) || normalizer.isAlone(c)) {
             break;
           }
           j += Character.charCount(c);

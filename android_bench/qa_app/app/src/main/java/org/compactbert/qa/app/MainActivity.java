@@ -30,6 +30,7 @@ import java.util.concurrent.Executors;
 import org.compactbert.qa.Answer;
 import org.compactbert.qa.ModelVocabulary;
 import org.compactbert.qa.QuestionAnswerer;
+import org.compactbert.qa.TokenizerSettings;
 import org.compactbert.qa.Vocabulary;
 import org.compactbert.qa.WordPieceTokenizer;
 
@@ -146,8 +147,10 @@ public final class MainActivity extends Activity {
       try {
         ByteBuffer model = mapModel();
         if (tokenizer == null) {
+          // The model's vocabulary and tokenizer settings (its tokenizer_config.json, if any).
           tokenizer = new WordPieceTokenizer(
-              ModelVocabulary.choose(givenVocabulary(), VOCAB_FILE, model, MODEL_FILE), true);
+              ModelVocabulary.choose(givenVocabulary(), VOCAB_FILE, model, MODEL_FILE),
+              TokenizerSettings.ofModel(model, MODEL_FILE));
         }
         if (runner != null) {
           runner.close();
