@@ -88,6 +88,8 @@ def test_junit_suite_passes(classes, model_with_vocab):
   assert counts["successful"] >= 23, report[-3000:]
   # A dynamic-length model: each window at WindowLength.of its tokens.
   assert "aDynamicModelRunsEachWindowAtItsOwnLength()" in report
+  # Answers are whole words, as the Python twin's (WholeWordTest).
+  assert "aSpanOnPartsOfWordsAnswersTheWholeWords()" in report
   # The vocabulary a model carries, read by the app's core (ModelVocabulary).
   assert "readsTheVocabularyPythonAttached()" in report
   # Every code point Java 17 knows normalizes as the Python tokenizer does.

@@ -342,9 +342,33 @@ def _top(logits, n):
   return np.argsort(-logits, kind="stable")[:n]
 
 
+def whole_words(context, start, end):
+  """Context chars [start, end) widened to the whitespace-delimited words
+  they touch: (start, end).
+
+  Whitespace is what the tokenizer splits words at (tab, LF, CR and the
+  Unicode separators; `tokenization.normalize_char` gives " "), so a span
+  starting on a `##` piece takes the word's first characters, and one
+  ending inside a word takes the rest of it, punctuation written against
+  it included ("numbly," for "umbly"). A span of no characters (a piece of
+  a character that normalizes to several) becomes the word holding it.
+  """
+  from tfmodels.tokenization import normalize_char
+
+  def space(c):
+    return normalize_char(c, False) == " "
+
+  start, end = int(min(start, end)), int(max(start, end))
+  while start > 0 and not space(context[start - 1]):
+    start -= 1
+  while end < len(context) and not space(context[end]):
+    end += 1
+  return start, end
+
+
 def postprocess(examples, metas, start_logits, end_logits, n_best_size=20,
                 max_answer_length=30, version_2_with_negative=False,
-                null_score_diff_threshold=0.0):
+                null_score_diff_threshold=0.0, word_edges=False):
   """Start/end logits [features, seq] -> {qas_id: answer text}.
 
   BERT's n-best: the top `n_best_size` starts x ends of every window of an
@@ -353,6 +377,12 @@ def postprocess(examples, metas, start_logits, end_logits, n_best_size=20,
   (max-context); the best start + end logit wins. For v2 the answer is ''
   when the lowest [CLS] score of the windows exceeds the best span's score by
   more than `null_score_diff_threshold`. No valid span also gives ''.
+
+  The answer is the context's characters from the best span's first piece
+  to its last; `word_edges` widens it to the whole words those pieces sit
+  in (`whole_words`), as the TFLite Task Library's BertQuestionAnswerer
+  answers and the QA app does. Evaluation keeps the default: the span's
+  own characters, as the training targets are.
   """
   start_logits = np.asarray(start_logits, np.float64)
   end_logits = np.asarray(end_logits, np.float64)
@@ -385,8 +415,10 @@ def postprocess(examples, metas, start_logits, end_logits, n_best_size=20,
       k = int(np.argmax(scores))  # first of equals, as BERT's stable sort
       if scores[k] > best_score:
         best_score = scores[k]
-        best_text = example.context[meta.char_start[s[k] - lo]:
-                                    meta.char_end[e[k] - lo]]
+        first, last = meta.char_start[s[k] - lo], meta.char_end[e[k] - lo]
+        if word_edges:
+          first, last = whole_words(example.context, first, last)
+        best_text = example.context[first:last]
     if version_2_with_negative and (
         null_score - best_score > null_score_diff_threshold):
       best_text = ""

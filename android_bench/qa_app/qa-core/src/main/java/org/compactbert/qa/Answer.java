@@ -1,8 +1,9 @@
 package org.compactbert.qa;
 
 /**
- * The decoded answer: its text, where it sits in the passage (UTF-16 offsets, for highlighting),
- * its score (start logit + end logit) and which window and input positions it came from.
+ * The decoded answer: its text (the passage's whole words the best span touches), where it sits in
+ * the passage (UTF-16 offsets of those words, for highlighting), its score (start logit + end
+ * logit) and which window and input positions (its first and last piece) it came from.
  */
 public final class Answer {
   /** No span passed the filters (empty passage, or every candidate was invalid). */

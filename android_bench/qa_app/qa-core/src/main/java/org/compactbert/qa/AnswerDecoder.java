@@ -12,8 +12,11 @@ import java.util.List;
  * highest end logits; a pair counts when both ends lie in the passage part of the window, the end
  * is not before the start, the span has at most {@code maxAnswerLength} pieces and the start is
  * scored by this window (max context). The best start + end logit over all windows wins, and its
- * pieces' offsets cut the answer out of the original passage. Ties go to the earlier window, then
- * the earlier start, then the earlier end, exactly as the Python side breaks them.
+ * pieces' offsets, widened to the whitespace-delimited words they sit in ({@link #wholeWords}),
+ * cut the answer out of the original passage: the TFLite Task Library's BertQuestionAnswerer
+ * answers whole words, and so does {@code squad.postprocess(word_edges=True)}, the Python twin's
+ * decoder. Ties go to the earlier window, then the earlier start, then the earlier end, exactly as
+ * the Python side breaks them.
  */
 public final class AnswerDecoder {
   public static final int DEFAULT_N_BEST = 20;
@@ -77,15 +80,32 @@ public final class AnswerDecoder {
         }
       }
       if (bestStart >= 0 && bestScore > best.score()) {
-        int from = feature.charStart(bestStart - lo);
-        int to = feature.charEnd(bestEnd - lo);
-        // A piece of a character that normalizes to several (the "1" of "\u00bd") has an empty
-        // span; an answer made of such pieces is empty text, as Python's slice gives.
-        String text = from < to ? passage.substring(from, to) : "";
-        best = new Answer(text, from, Math.max(from, to), bestScore, f, bestStart, bestEnd);
+        int[] words = wholeWords(passage, feature.charStart(bestStart - lo),
+            feature.charEnd(bestEnd - lo));
+        best = new Answer(passage.substring(words[0], words[1]), words[0], words[1], bestScore, f,
+            bestStart, bestEnd);
       }
     }
     return best;
+  }
+
+  /**
+   * Passage offsets {@code [from, to)} widened to the whitespace-delimited words they touch, as
+   * {@code {from, to}}: back to the word's first character, on to its last ("numbly," for the
+   * "umbly" of its {@code ##} pieces). Whitespace is what the tokenizer splits words at
+   * ({@link BertNormalizer#isWhitespace}). An empty span (a piece of a character that normalizes
+   * to several, the "1" of "\u00bd") becomes the word holding it.
+   */
+  static int[] wholeWords(String passage, int from, int to) {
+    int start = Math.min(from, to);
+    int end = Math.max(from, to);
+    while (start > 0 && !BertNormalizer.isWhitespace(passage.codePointBefore(start))) {
+      start -= Character.charCount(passage.codePointBefore(start));
+    }
+    while (end < passage.length() && !BertNormalizer.isWhitespace(passage.codePointAt(end))) {
+      end += Character.charCount(passage.codePointAt(end));
+    }
+    return new int[] {start, end};
   }
 
   /** Positions of the n largest logits, ties in position order (numpy's stable argsort). */

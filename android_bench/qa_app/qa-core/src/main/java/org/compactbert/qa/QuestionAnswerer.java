@@ -4,7 +4,8 @@ import java.util.Arrays;
 import java.util.List;
 
 /**
- * The whole path from text to answer: tokenize, build windows, run the model on each, decode.
+ * The whole path from text to answer: tokenize, build windows, run the model on each, decode (the
+ * answer is the passage's whole words the best span touches, as the Task Library answers).
  *
  * <pre>{@code
  * QuestionAnswerer qa = new QuestionAnswerer(tokenizer, runner);
