@@ -17,9 +17,11 @@ plot beside the JSON (latency against length with --lengths). It exits 1 if any 
 One run at a time per device (a second is refused: the two would share the
 device directory and its cores; the lock lives in this user's 0700 directory
 under the temporary root). A .tflite that is empty, not TFLite or truncated
-is refused, by name, before anything runs. `report --overwrite` replaces
-only a directory report wrote (its `.written_by.json`), never a link, the
-runs it reads or a folder holding anything else.
+is refused, by name, before anything runs, and so are --lengths a model
+cannot take (fixed inputs, or longer than its position table). `report
+--overwrite` replaces only a directory report wrote (its
+`.written_by.json`), never a link, the runs it reads or a folder holding
+anything else.
 With --cool_below_c 40 each cell first waits (at most --cool_timeout_s) for
 the device to cool; cells that ran hot or throttled are marked in the JSON
 and the tables.
@@ -64,8 +66,9 @@ class BenchOptions:
   threads: tuple = option(("4",), "Thread counts (--num_threads).")
   lengths: tuple = option(
       (), "Sequence lengths to time dynamic-length models at (inputs "
-      "[1, L], e.g. 32,64,128,256,384; convert_tflite writes such files). "
-      "Default: each model's own shape.")
+      "[1, L], e.g. 32,64,128,256,384; convert_tflite writes such files), "
+      "at most the rows of each one's position table. Default: each "
+      "model's own shape.")
   delegates: tuple = option(("xnnpack",), "Any of xnnpack, gpu, nnapi, "
                             "none (plain CPU kernels).")
   repeats: int = option(1, "Times to measure every configuration.")
@@ -279,9 +282,10 @@ def _check_cooling_flags(options):
 def cmd_run(options, args):
   from android_bench import report, results
   from android_bench.adb import AdbError, choose_device
-  from android_bench.model_facts import ModelError, check_model, find_models
+  from android_bench.model_facts import (ModelError, check_model, find_models,
+                                         length_facts)
   from android_bench.runner import (AdbTarget, HostTarget, SetupError,
-                                    device_lock, run_matrix)
+                                    check_lengths, device_lock, run_matrix)
   if not args:
     _fail("run: give .tflite files or directories holding them")
   settings = _settings(options)
@@ -295,6 +299,11 @@ def cmd_run(options, args):
     _fail(str(e))
   if not models:
     _fail(f"no .tflite files in {' '.join(args)}")
+  try:  # fixed inputs, lengths past the position table: before any device
+    check_lengths({os.path.basename(m): length_facts(m) for m in models}
+                  if settings.lengths else {}, settings.lengths)
+  except SetupError as e:
+    _fail(str(e))
   binary = options.benchmark_binary
   if binary and not os.path.isfile(binary):
     _fail(f"--benchmark_binary {binary}: no such file")

@@ -146,6 +146,90 @@ def index_ranges(ops, tensors, inputs):
   return ranges
 
 
+# Ops through which a sequence length (the SHAPE of an input) reaches the
+# end of a slice, or the positions a table is gathered at, unchanged: picked
+# out of the shape, packed with the other bounds, cast, or counted up to by
+# RANGE (positions 0..L-1). Anything else (a MINIMUM: a dynamic classifier
+# first cuts its inputs to L, converters/export.py's `_cut`, so it takes any
+# length; arithmetic) ends the trace: a limit it cannot read goes unchecked.
+_CARRY_DATA = ("STRIDED_SLICE", "SLICE", "GATHER", "CAST", "RESHAPE",
+               "SQUEEZE", "EXPAND_DIMS", "IDENTITY")
+_CARRY_ANY = ("PACK", "CONCATENATION", "RANGE")
+
+
+def position_limit(ops, tensors, inputs):
+  """The longest sequence a dynamic-length model takes: the rows of its
+  position table, or None where the graph shows none.
+
+  The encoder adds `position_embeddings[:L]` (tfmodels/layers/embeddings.py):
+  a STRIDED_SLICE of a constant [max_positions, hidden] table (or
+  [1, max_positions, hidden]) whose end is the ids' length; other exports
+  gather the table at positions RANGE(L), or at a constant position-id
+  buffer sliced to L. Past the table's rows the slice stops short, and
+  the model fails on the first op that adds it to the word vectors. Read
+  here from the interpreter's op list: every constant (not computed from an
+  input) that an input's length slices or gathers bounds the length.
+  """
+  shapes = {int(t["index"]): [int(x) for x in t.get("shape_signature",
+                                                      t["shape"])]
+            for t in tensors}
+  dtypes = {int(t["index"]): getattr(t["dtype"], "__name__", "")
+            for t in tensors}
+  ops = [(op["op_name"], [int(i) for i in op["inputs"]],
+          [int(o) for o in op["outputs"]]) for op in ops]
+  producers = {o: (name, op_inputs) for name, op_inputs, op_outputs in ops
+               for o in op_outputs}
+  input_ids = {int(d["index"]) for d in inputs}
+  computed = set(input_ids)  # tensors that depend on an input
+  for _, op_inputs, op_outputs in ops:  # ops are in execution order
+    if computed.intersection(op_inputs):
+      computed.update(op_outputs)
+
+  def constant(tensor):
+    return tensor >= 0 and tensor not in computed and -1 not in shapes.get(
+        tensor, [-1])
+
+  # The inputs (and their casts) whose shape is the sequence length.
+  same = set(input_ids)
+  for name, op_inputs, op_outputs in ops:
+    if name in ("CAST", "IDENTITY") and op_inputs[:1] and \
+        op_inputs[0] in same:
+      same.update(op_outputs)
+  lengths = {o for name, op_inputs, op_outputs in ops
+             if name == "SHAPE" and op_inputs[:1] and op_inputs[0] in same
+             for o in op_outputs}
+  limits = []
+  for name, op_inputs, op_outputs in ops:
+    if not lengths.intersection(op_inputs):
+      continue
+    data = op_inputs[0] if op_inputs else -1
+    if name in ("STRIDED_SLICE", "SLICE") and op_inputs[2:3] and \
+        op_inputs[2] in lengths and constant(data):
+      # The end (STRIDED_SLICE) or size (SLICE) holds the length: at the
+      # places PACK put it, else on the one axis the output leaves open.
+      packed = producers.get(op_inputs[2])
+      if packed and packed[0] == "PACK":
+        axes = [a for a, t in enumerate(packed[1]) if t in lengths]
+      else:
+        axes = [a for a, size in enumerate(shapes[op_outputs[0]])
+                if size == -1]
+        axes = axes if len(axes) == 1 else []
+      limits += [shapes[data][a] for a in axes if a < len(shapes[data])]
+    elif name == "GATHER" and op_inputs[1:2] and op_inputs[1] in lengths \
+        and constant(data):
+      limits.append(shapes[data][0])
+    elif name == "EMBEDDING_LOOKUP" and data in lengths and \
+        op_inputs[1:2] and constant(op_inputs[1]):
+      limits.append(shapes[op_inputs[1]][0])
+    # Positions too: a constant position-id buffer sliced to L, or gathered.
+    if name in _CARRY_ANY or (name in _CARRY_DATA and (
+        data in lengths or constant(data))):
+      lengths.update(o for o in op_outputs
+                     if dtypes.get(o) in ("int32", "int64"))
+  limits = [n for n in limits if n > 0]
+  return min(limits) if limits else None
+
+
 def input_flags(inputs, ranges, length=None):
   """benchmark_model flags that give `ranges` to the model's inputs and,
   with `length`, the shape [1, length] to a dynamic-length model's.
@@ -170,23 +254,47 @@ def input_flags(inputs, ranges, length=None):
   return flags
 
 
+def _interpreter(path):
+  from ai_edge_litert import interpreter as litert
+  return litert.Interpreter(model_path=path, experimental_op_resolver_type=(
+      litert.OpResolverType.BUILTIN_WITHOUT_DEFAULT_DELEGATES))
+
+
+def length_facts(path):
+  """{"inputs", "max_length"} of one model, what `--lengths` is checked
+  against before anything runs (model_facts' values, without reading the
+  whole file for its checksums). Both None when this host's LiteRT cannot
+  load the model (Flex or custom ops): its limit is then unknown, and the
+  lengths go unchecked."""
+  try:
+    interpreter = _interpreter(path)
+    ops = interpreter._get_ops_details()  # pylint: disable=protected-access
+    return {"inputs": _tensors(interpreter.get_input_details()),
+            "max_length": position_limit(ops,
+                                         interpreter.get_tensor_details(),
+                                         interpreter.get_input_details())}
+  except (ValueError, RuntimeError):
+    return {"inputs": None, "max_length": None}
+
+
 def model_facts(path):
-  """The facts a results file records about one model."""
+  """The facts a results file records about one model. `max_length`: the
+  longest sequence it takes (`position_limit`), None when unknown."""
   sha256, md5 = file_digests(path)
   facts = {"name": os.path.basename(path), "path": os.path.abspath(path),
            "size_bytes": os.path.getsize(path), "sha256": sha256, "md5": md5,
            "inputs": None, "outputs": None, "nodes": None,
-           "index_ranges": {}}
+           "index_ranges": {}, "max_length": None}
   try:
-    from ai_edge_litert import interpreter as litert
-    interpreter = litert.Interpreter(
-        model_path=path, experimental_op_resolver_type=(
-            litert.OpResolverType.BUILTIN_WITHOUT_DEFAULT_DELEGATES))
+    interpreter = _interpreter(path)
     facts["inputs"] = _tensors(interpreter.get_input_details())
     facts["outputs"] = _tensors(interpreter.get_output_details())
     ops = interpreter._get_ops_details()  # pylint: disable=protected-access
     facts["nodes"] = len(ops)
     facts["index_ranges"] = index_ranges(
+        ops, interpreter.get_tensor_details(),
+        interpreter.get_input_details())
+    facts["max_length"] = position_limit(
         ops, interpreter.get_tensor_details(),
         interpreter.get_input_details())
     histogram = {}

@@ -453,7 +453,11 @@ def _describe(cell):
 
 def check_lengths(facts, lengths):
   """SetupError (one line) unless every model takes `lengths`: only a
-  dynamic-length file can be resized (a fixed one's XNNPACK graph refuses)."""
+  dynamic-length file can be resized (a fixed one's XNNPACK graph refuses),
+  and to no more tokens than its position table has rows (the cell would
+  fail on the first op past the table). `facts`: {name: model_facts or
+  length_facts}; a model whose limit could not be read (`max_length` None:
+  no table in its graph, or not loadable here) is not checked for length."""
   if not lengths:
     return
   fixed = [name for name, f in facts.items() if not dynamic_length(f)]
@@ -462,6 +466,13 @@ def check_lengths(facts, lengths):
     raise SetupError(
         f"--lengths: {', '.join(fixed)} has fixed inputs {shape}; time "
         f"dynamic-length files (convert_tflite's default) or drop --lengths")
+  for name, f in facts.items():
+    limit = f.get("max_length")
+    longer = [n for n in lengths if limit and n > limit]
+    if longer:
+      raise SetupError(
+          f"--lengths {','.join(str(n) for n in longer)}: {name} takes at "
+          f"most {limit} tokens (its position table)")
 
 
 def run_matrix(target, model_paths, settings, results_dir, argv=(), name=None,

@@ -256,6 +256,54 @@ def test_lengths_time_a_dynamic_model_at_each_length(models, tmp_path):
       "dynamic-length files (convert_tflite's default) or drop --lengths")
 
 
+def _invokes_at(path, length):
+  import numpy as np
+  from ai_edge_litert import interpreter as litert
+  interpreter = litert.Interpreter(model_path=path)
+  for detail in interpreter.get_input_details():
+    interpreter.resize_tensor_input(detail["index"], [1, length])
+  interpreter.allocate_tensors()
+  for detail in interpreter.get_input_details():
+    interpreter.set_tensor(detail["index"], np.zeros([1, length], np.int32))
+  try:
+    interpreter.invoke()
+    return True
+  except RuntimeError:
+    return False
+
+
+def test_the_position_table_bounds_a_dynamic_models_length(models):
+  """max_length, read from the graph, is where the model stops running; a
+  classifier that cuts its inputs first (tiny_qa_dynamic) has none."""
+  from android_bench.model_facts import length_facts, model_facts
+  path = models["tiny_qa_positions"]
+  assert model_facts(path)["max_length"] == 64
+  assert length_facts(path)["max_length"] == 64
+  assert _invokes_at(path, 64) and not _invokes_at(path, 65)
+  assert model_facts(models["tiny_qa_dynamic"])["max_length"] is None
+  assert _invokes_at(models["tiny_qa_dynamic"], 65)
+
+
+@pytest.mark.parametrize("target", ["host", "adb"])
+def test_lengths_past_the_position_table_are_refused(models, tmp_path,
+                                                     target):
+  """Before any timing (and, for adb, before looking for adb or a device),
+  in one line naming --lengths, the file and its limit; nothing written."""
+  results_dir = tmp_path / "results"
+  adb = (["--adb=/nonexistent/adb",
+          f"--benchmark_binary={models['tiny_dense']}"]
+         if target == "adb" else [])
+  out = cli("run", f"--target={target}", *adb, "--lengths=3,65,1000",
+            f"--results_dir={results_dir}", models["tiny_qa_positions"],
+            timeout=120)
+  assert out.returncode != 0
+  assert out.stderr.strip().splitlines() == [
+      "error: --lengths 65,1000: tiny_qa_positions.tflite takes at most 64 "
+      "tokens (its position table)"]
+  assert "Traceback" not in out.stdout + out.stderr and out.stdout == ""
+  assert not results_dir.exists()
+
+
 def test_host_timeout_and_pinning_with_a_user_binary(models, tmp_path):
   """A host benchmark_model (here a script around ours that hangs on one
   model) runs beside the litert runner; the hung cell times out, the others
