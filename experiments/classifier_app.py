@@ -7,8 +7,12 @@ counterpart.
 
 Copies the model into --output_dir as classifier_model.tflite, with the
 vocab.txt and labels.txt its metadata carries beside it (what an app's
-build bundles; BertNLClassifier itself reads them from the model), then
-classifies --texts held-out texts of --data_dir's dev split (a
+build bundles; BertNLClassifier itself reads them from the model) and a
+README.md saying what the model is (the source file, its model card when
+convert_tflite wrote one beside it: checkpoint, encoder, length, score and
+the data it was scored on; the --task, --data_dir, --teacher and
+--run_report it is told of) and how an app uses it, then classifies
+--texts held-out texts of --data_dir's dev split (a
 `sentence<TAB>label` TSV with a header, like data/spam) with the app's
 Python twin (`android_bench.classifier_app`) and, given
 --task_library_python, with the TFLite Task Library's BertNLClassifier
@@ -27,7 +31,8 @@ import sys
 
 from absl import app
 
-from experiments.app_checks import check_app_flags
+from experiments.app_checks import (check_app_flags, model_facts,
+                                    read_model_card)
 from experiments.paths import REPO
 from tfmodels.command_options import define_flags, from_flags, option
 from tfmodels.process_lifetime import die_with_parent
@@ -50,6 +55,16 @@ class ClassifierAppOptions:
       None, "Python of the virtual environment holding tflite-support "
       "(`make setup` makes .venv-task): with it the same texts also go to "
       "the TFLite Task Library's BertNLClassifier.")
+  task: str | None = option(
+      None, "The task the model was fine-tuned for (finetune --task), for "
+      "README.md; default: the one its model card names.")
+  teacher: str | None = option(
+      None, "The teacher the model was distilled from (a path or name), "
+      "for README.md (experiments.ship passes its --teacher); default: "
+      "not stated.")
+  run_report: str | None = option(
+      None, "The report of the run that made the model, for README.md to "
+      "point to (experiments.ship passes its REPORT.md).")
 
 
 define_flags(ClassifierAppOptions)
@@ -58,6 +73,77 @@ REQUIRED = ("model", "data_dir", "output_dir")
 MODEL_NAME = "classifier_model.tflite"
 ANSWERS = "answers.json"
 TASK_LIBRARY_API = "tflite_support.task.text.BertNLClassifier"
+# The Android Task Library release matching tflite-support's (.venv-task).
+TASK_LIBRARY_ANDROID = "org.tensorflow:tensorflow-lite-task-text:0.4.4"
+
+
+def readme(source, *, labels, data_dir, length, dynamic, asked,
+           library=False, task=None, teacher=None, run_report=None):
+  """What the model is (from the file, its model card and the flags) and
+  how an Android app classifies with it."""
+  from converters.metadata import LABELS_NAME, VOCAB_NAME
+  card, _ = read_model_card(source)
+  task = task or ((card or {}).get("task") or {}).get("name")
+  named = f"`{task}`: " if task else ""
+  fit = ("the file takes any length up to it: each text runs at its own "
+         "length, cut to fit it" if dynamic else
+         "a fixed-length file: every text is padded or cut to it")
+  facts = model_facts(
+      source, task=f"text classification ({named}a text in, one of "
+      f"{len(labels)} labels out: {', '.join(labels)})", length=length,
+      length_words=f"[CLS], the text's pieces and [SEP]; {fit}",
+      asked=f"{asked} dev texts of `{os.path.abspath(data_dir)}` "
+      "classified by the app's Python twin" + (
+          " and the Task Library's BertNLClassifier" if library else "") +
+      " with this file",
+      teacher=teacher, run_report=run_report)
+  return f"""# The classifier's model
+
+`{MODEL_NAME}` is `{os.path.basename(source)}`, copied from
+`{os.path.abspath(source)}`; `{VOCAB_NAME}` and `{LABELS_NAME}` are the
+vocabulary and labels its metadata carries (BertNLClassifier reads them
+from the model itself; they are here for an app that tokenizes or names
+the labels on its own).
+
+## What it is
+
+{facts}
+
+## Use it in an app
+
+The Android app in this repository answers questions; a classifier goes
+through the TFLite Task Library's `BertNLClassifier`, which finds the
+vocabulary, labels and input names in the model's metadata. Copy
+`{MODEL_NAME}` into the app module's `src/main/assets/`, and in its
+`build.gradle`:
+
+```
+android {{
+    androidResources {{
+        noCompress 'tflite'   // the interpreter memory-maps the model
+    }}
+}}
+dependencies {{
+    implementation '{TASK_LIBRARY_ANDROID}'
+}}
+```
+
+then classify (`BertNLClassifier` and its `BertNLClassifierOptions` from
+`org.tensorflow.lite.task.text.nlclassifier`, `BaseOptions` from
+`org.tensorflow.lite.task.core`, `Category` from
+`org.tensorflow.lite.support.label`):
+
+```java
+BertNLClassifier classifier = BertNLClassifier.createFromFileAndOptions(
+    context, "{MODEL_NAME}",
+    BertNLClassifierOptions.builder()
+        .setBaseOptions(BaseOptions.builder().setNumThreads(4).build())
+        .build());
+List<Category> categories = classifier.classify(text);  // one per label
+```
+
+`{ANSWERS}` holds the texts the app's Python twin classified with it.
+"""
 
 
 def pick_texts(data_dir, labels, n):
@@ -148,6 +234,11 @@ def main(argv):
     shutil.copyfile(options.model, temp)
   for name in (VOCAB_NAME, LABELS_NAME):
     write_file(os.path.join(out, name), associated_file(options.model, name))
+  write_file(os.path.join(out, "README.md"), readme(
+      options.model, labels=classifier.labels, data_dir=options.data_dir,
+      length=classifier.sequence_length, dynamic=classifier.dynamic,
+      asked=len(texts), library=bool(python), task=options.task,
+      teacher=options.teacher, run_report=options.run_report))
   print(f"app files: {model} (L = {classifier.sequence_length}, labels "
         f"{', '.join(classifier.labels)}), {VOCAB_NAME}, {LABELS_NAME}",
         flush=True)

@@ -6,13 +6,17 @@
 
 Copies the model and vocabulary into --output_dir under the names the app
 reads (qa_model.tflite, vocab.txt; the Gradle build's -PqaModel / -PqaVocab
-point there, see the README.md written beside them), then answers real
-held-out questions with the app's Python twin (what `python -m
-android_bench.qa_app` runs, with the model and tokenizer loaded once: a
-process per question spent seconds importing TensorFlow for milliseconds of
-model) and writes answers.json: question, passage, gold answers, the
-twin's answer, its exact match / F1 and its model time. Each passage is
-written under passages/ for the command-line twin.
+point there), with a README.md saying what the model is (the source file,
+its model card when convert_tflite wrote one beside it: checkpoint,
+encoder, length, score and the data it was scored on; the --qa_dir asked;
+the --teacher and --run_report it is told of) and how to build the app
+with these files, then answers real held-out questions with the app's
+Python twin (what `python -m android_bench.qa_app` runs, with the model
+and tokenizer loaded once: a process per question spent seconds importing
+TensorFlow for milliseconds of model) and writes answers.json: question,
+passage, gold answers, the twin's answer, its exact match / F1 and its
+model time. Each passage is written under passages/ for the command-line
+twin.
 
 A dynamic-length model (convert_tflite's default) is asked twice: as the
 app runs it (each window at the smallest multiple of 32 tokens that holds
@@ -32,7 +36,7 @@ import sys
 from absl import app
 
 from android_bench.qa_app import DEFAULT_THREADS
-from experiments.app_checks import check_app_flags
+from experiments.app_checks import check_app_flags, model_facts
 from experiments.paths import REPO
 from experiments.qa_questions import pick_questions, same_answers, scores
 from tfmodels.command_options import define_flags, from_flags, option
@@ -61,6 +65,13 @@ class AppOptions:
       None, "Python of the virtual environment holding tflite-support "
       "(`make setup` makes .venv-task): with it the same questions also go "
       "to the TFLite Task Library's BertQuestionAnswerer.")
+  teacher: str | None = option(
+      None, "The teacher the model was distilled from (a path or name), "
+      "for README.md (experiments.ship passes its --teacher); default: "
+      "not stated.")
+  run_report: str | None = option(
+      None, "The report of the run that made the model, for README.md to "
+      "point to (experiments.ship passes its REPORT.md).")
 
 
 define_flags(AppOptions)
@@ -75,16 +86,36 @@ def _copy(source, target):
     shutil.copyfile(source, temp)
 
 
-def readme(output_dir, source):
-  """How to build the app with these files, or push them to a phone."""
+def readme(output_dir, source, *, qa_dir, length, dynamic, asked,
+           library=False, teacher=None, run_report=None):
+  """What the model is (from the file, its model card and the flags) and
+  how to build the app with these files, or push them to a phone."""
   where = os.path.abspath(output_dir)
   if where.startswith(REPO + os.sep):  # as seen from android_bench/qa_app
     where = "$PWD/../../" + os.path.relpath(where, REPO)
+  fit = ("the file takes any length up to it: the app runs each window at "
+         "the smallest multiple of 32 tokens that holds it" if dynamic else
+         "a fixed-length file: every window is padded to it")
+  facts = model_facts(
+      source, task="extractive question answering (`squad`: a question "
+      "and a passage in, the answer's span out)", length=length,
+      length_words=f"the longest window of question and passage; {fit}",
+      asked=f"{asked} dev questions of `{os.path.abspath(qa_dir)}` "
+      "answered by the app's Python twin" + (
+          " and the Task Library's BertQuestionAnswerer" if library else "")
+      + " with these files",
+      teacher=teacher, run_report=run_report)
   return f"""# The QA app's model
 
-`{MODEL_NAME}` is `{os.path.basename(source)}` from the demo (the distilled
-MobileBERT student fine-tuned on data/wordnet_qa, full int8) and
-`{VOCAB_NAME}` its vocabulary: the names the app reads from its assets.
+`{MODEL_NAME}` is `{os.path.basename(source)}`, copied from
+`{os.path.abspath(source)}`, and `{VOCAB_NAME}` the vocabulary it
+carries: the names the app reads from its assets.
+
+## What it is
+
+{facts}
+
+## Build the app with them
 
 Build the APK with them (BUILD_NOTES.md, "The Android QA app"):
 
@@ -198,8 +229,11 @@ def main(argv):
     _copy(options.vocab, vocab)
   else:  # the one the model carries (twin() found it)
     write_file(vocab, associated_file(options.model))
-  write_file(os.path.join(out, "README.md"),
-             readme(os.path.abspath(out), options.model))
+  write_file(os.path.join(out, "README.md"), readme(
+      os.path.abspath(out), options.model, qa_dir=options.qa_dir,
+      length=length, dynamic=ask.span_model.dynamic, asked=len(questions),
+      library=bool(python), teacher=options.teacher,
+      run_report=options.run_report))
   print(f"app files: {model}, {vocab}", flush=True)
   answers = []
   for i, q in enumerate(questions, 1):

@@ -356,20 +356,24 @@ def _add_latency(chain, shipped):
 
 def _add_app(chain, shipped):
   """The shipped file where the app takes it, asked through the app's
-  Python twin and the TFLite Task Library (when its venv exists)."""
+  Python twin and the TFLite Task Library (when its venv exists), with a
+  README.md naming the teacher, the task and the run's report."""
   plan, layout = chain.plan, chain.layout
   name, int8 = shipped, layout.tflite_file(shipped, "int8")
   library = task_library_flags()
+  about = ("--teacher", plan.teacher, "--run_report",
+           os.path.abspath(layout.report))
   if plan.task == "squad":
     command = python_module(
         "experiments.demo_app", "--model", int8, "--qa_dir", plan.data_dir,
         "--questions", plan.app_examples, "--dev_questions", DEV_QUESTIONS,
-        "--threads", plan.threads, "--output_dir", layout.app, *library)
+        "--threads", plan.threads, "--output_dir", layout.app, *about,
+        *library)
   else:
     command = python_module(
         "experiments.classifier_app", "--model", int8, "--data_dir",
         plan.data_dir, "--texts", plan.app_examples, "--output_dir",
-        layout.app, *library)
+        layout.app, "--task", plan.task, *about, *library)
   chain.add("app", command, layout.app, [layout.tflite(name)])
 
 

@@ -79,11 +79,30 @@ def test_command_ships_the_model_with_its_vocab_and_labels(converted,
                                                            tmp_path):
   model, data = converted
   out = tmp_path / "app_assets"
+  out.mkdir()
+  (out / "README.md").write_text("an old README about another model\n")
   result = _classifier_app("--model", model, "--data_dir", data, "--texts",
-                           TEXTS, "--output_dir", out)
+                           TEXTS, "--output_dir", out, "--teacher",
+                           "my-org/my-teacher", "--run_report",
+                           "/runs/REPORT.md")
   assert result.returncode == 0, result.stderr[-3000:]
   assert (out / "classifier_model.tflite").read_bytes() == open(
       model, "rb").read()
+  # README.md says what this file is: its card, the task, data and length.
+  readme = (out / "README.md").read_text()
+  card = json.loads(open(model.replace(".tflite", ".model_card.json")
+                         ).read())
+  for fact in (f"`classifier_model.tflite` is `spam_float32.tflite`, copied "
+               f"from\n`{model}`", "`vocab.txt` and `labels.txt`",
+               "(`spam`: a text in, one of 2 labels out: 0, 1)",
+               f"`{data}`", f"Sequence length: {tiny_models.SEQ_LENGTH} (",
+               f"`{card['source_checkpoint']}`", "(float32, classifier head)",
+               f"accuracy {card['metric']['points']:.2f} for this file",
+               card["sha256"], "Teacher: `my-org/my-teacher`",
+               "report: `/runs/REPORT.md`", "BertNLClassifier"):
+    assert fact in readme, fact
+  for wrong in ("another model", "from the demo", "wordnet_qa", "-PqaModel"):
+    assert wrong not in readme, wrong
   assert (out / "vocab.txt").read_bytes() == open(tiny_models.VOCAB,
                                                   "rb").read()
   assert (out / "labels.txt").read_bytes() == b"0\n1\n"

@@ -149,6 +149,49 @@ def test_model_cards_describe_their_files(converted):
     assert card["task"]["name"] == "squad" and card["created"]
 
 
+def test_the_qa_apps_readme_says_what_the_file_is(converted, tmp_path,
+                                                  tmp_path_factory):
+  """experiments.demo_app's README.md is written from the file it hands
+  the app and the card beside it, not from the demo; a card describing
+  another file is not used."""
+  import shutil
+  import subprocess
+  import sys
+  from experiments.app_checks import model_facts
+  _, out, _ = converted
+  data = tiny_models.qa_data(tmp_path_factory.getbasetemp())
+  model = out / "qa_int8.tflite"
+  app = tmp_path / "app_assets"
+  result = subprocess.run(
+      [sys.executable, "-m", "experiments.demo_app", "--model", str(model),
+       "--qa_dir", data, "--questions", "1", "--dev_questions", "0",
+       "--output_dir", str(app), "--teacher", "my-org/my-teacher"],
+      capture_output=True, text=True, env=tiny_models.env(),
+      cwd=tiny_models.REPO)
+  assert result.returncode == 0, result.stderr[-3000:]
+  readme = (app / "README.md").read_text()
+  card = json.loads((out / "qa_int8.model_card.json").read_text())
+  for fact in (f"`qa_model.tflite` is `qa_int8.tflite`, copied from\n`{model}`",
+               "`vocab.txt`", "(`squad`", f"`{data}`",
+               "Sequence length: 64 (", f"`{card['source_checkpoint']}`",
+               "(int8, span head)", "Encoder `tiny_mobilebert`",
+               f"f1 {card['metric']['points']:.2f} for this file",
+               card["sha256"], "Teacher: `my-org/my-teacher`",
+               f"-PqaModel={app}/qa_model.tflite"):
+    assert fact in readme, fact
+  for wrong in ("from the demo", "wordnet_qa", "MobileBERT student"):
+    assert wrong not in readme, wrong
+  # A card beside a copy of another file: not read as this one's.
+  other = tmp_path / "other"
+  other.mkdir()
+  shutil.copyfile(out / "qa_float32.tflite", other / "qa_int8.tflite")
+  shutil.copyfile(out / "qa_int8.model_card.json",
+                  other / "qa_int8.model_card.json")
+  facts = model_facts(str(other / "qa_int8.tflite"), task="t", length=64,
+                      length_words="w", asked="a")
+  assert "describes another file" in facts and card["sha256"] not in facts
+
+
 def _read_metadata(data):
   """(ModelMetadata, subgraph input names, output names, zip) through the
   flatbuffers schema classes only."""

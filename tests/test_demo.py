@@ -435,7 +435,18 @@ def test_tiny_demo_end_to_end(tmp_path):
       out / "qa" / "tflite" / "student" / "student_int8.tflite").read_bytes()
   assert (assets / "vocab.txt").read_bytes() == open(
       os.path.join(REPO, "data", "vocab", "uncased_vocab.txt"), "rb").read()
-  assert "-PqaModel=" in (assets / "README.md").read_text()
+  readme = (assets / "README.md").read_text()
+  assert "-PqaModel=" in readme
+  # README.md says which file this run shipped, and from which teacher;
+  # the spam run's app files get one too.
+  shipped = out / "qa" / "tflite" / "student" / "student_int8.tflite"
+  for fact in (f"copied from\n`{shipped}`", "Teacher: `", "(`squad`",
+               "Model card: `"):
+    assert fact in readme, fact
+  spam = (out / "spam" / "app_assets" / "README.md").read_text()
+  for fact in ("`classifier_model.tflite` is `student", "(`spam`",
+               "`labels.txt`", "BertNLClassifier"):
+    assert fact in spam, fact
   answers = json.loads((assets / "answers.json").read_text())["answers"]
   assert len(answers) == plan["sizes"]["questions"]
   for a in answers:

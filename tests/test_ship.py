@@ -100,6 +100,31 @@ def _check_summary(summary, out, metric):
   assert "Int8 latency against the sequence length" in report
 
 
+def _check_app_readme(out, summary, teacher, data, task):
+  """app_assets/README.md names what this run shipped: the file, its
+  card, the user's teacher, task, data and length; not the demo's."""
+  with open(os.path.join(Layout(out).app, "README.md")) as f:
+    readme = f.read()
+  def read(path):
+    with open(path, "rb") as f:
+      return f.read()
+  copy = read(summary["assets"]["tflite"])  # the app's copy
+  shipped, = [path for path in (Layout(out).tflite_file(name, "int8")
+                                for name in ("student", "student_qat"))
+              if os.path.isfile(path) and read(path) == copy]
+  for fact in (f"is `{os.path.basename(shipped)}`, copied from\n`{shipped}`",
+               f"Teacher: `{os.path.abspath(teacher)}`", f"`{task}`",
+               f"`{os.path.abspath(data)}`",
+               f"Sequence length: {summary['student']['max_seq_length']} (",
+               "Model card: `" + shipped.replace(".tflite", ".model_card.json"),
+               f"report: `{os.path.abspath(Layout(out).report)}`"):
+    assert fact in readme, fact
+  wrong = ["from the demo", "MobileBERT student"] + (
+      [] if "wordnet_qa" in data else ["wordnet_qa"])
+  for words in wrong:
+    assert words not in readme, words
+
+
 def test_a_hugging_face_qa_teacher_ships_to_the_app(qa_data, tmp_path):
   out = str(tmp_path / "ship")
   done = _ship("--teacher", QA_TEACHER, "--data_dir", qa_data,
@@ -116,6 +141,7 @@ def test_a_hugging_face_qa_teacher_ships_to_the_app(qa_data, tmp_path):
   assert check["asked"] == 2
   if os.path.exists(TASK_LIBRARY_PYTHON):
     assert check["agree"] == 2
+  _check_app_readme(out, summary, QA_TEACHER, qa_data, "squad")
   # A second run finds every step done.
   again = _ship("--teacher", QA_TEACHER, "--data_dir", qa_data,
                 "--output_dir", out, "--target_params", "0.6", *TINY)
@@ -209,6 +235,7 @@ def test_a_hugging_face_classifier_ships_with_its_labels(spam_data,
   if os.path.exists(TASK_LIBRARY_PYTHON):
     assert check["agree"] == 2
   _check_tokenizer(teacher, out, summary["assets"]["tflite"])
+  _check_app_readme(out, summary, teacher, spam_data, "spam")
 
   # A user's file in a step's folder: refused before any work, intact.
   mine = os.path.join(Layout(out).path("report"), "mine.txt")
@@ -318,6 +345,27 @@ def test_a_headless_teacher_is_fine_tuned_only_when_asked(qa_data, tmp_path):
   assert finetune[finetune.index("--train_steps") + 1] == "7"
   assert steps["search"].inputs == (layout.teacher(plan),)
   assert layout.teacher(plan) != layout.imported()
+
+
+def test_the_app_step_tells_the_app_commands_what_the_readme_says(tmp_path):
+  """The app step's command names the teacher, the run's report and (a
+  classifier) the task, for app_assets/README.md."""
+  layout = Layout(str(tmp_path))
+  split = {"heads": 2, "intermediate_size": 64}
+  for task, module in (("squad", "experiments.demo_app"),
+                       ("sst2", "experiments.classifier_app")):
+    plan = Plan(teacher="/users/teacher", task=task, data_dir="/users/data",
+                budget={})
+    app, = [s for s in build_steps(plan, layout, split, False, "student_qat")
+            if s.name == "app"]
+    command = app.command
+    assert module in command
+    flags = dict(zip(command, command[1:]))
+    assert flags["--model"] == layout.tflite_file("student_qat", "int8")
+    assert flags["--teacher"] == "/users/teacher"
+    assert flags["--run_report"] == os.path.abspath(layout.report)
+    assert flags.get("--task") == (None if task == "squad" else "sst2")
+    assert "/users/data" in command
 
 
 def test_the_arm64_step_joins_a_qa_chain_where_the_root_exists(tmp_path):
