@@ -24,7 +24,7 @@ import subprocess
 from android_bench.qa_app import SEQUENCE_LENGTH
 from experiments.paths import data_sources
 from experiments.pipeline import Step, python_module
-from experiments.real_teacher import MINILM
+from experiments.real_teacher import MINILM, tiny_teacher_step
 from experiments.ship_steps import MODES, STEP_NAMES
 from experiments.ship_steps import Layout as ShipLayout
 from tfmodels.process_lifetime import die_with_parent
@@ -101,6 +101,7 @@ class Scale:
   questions: int  # asked through the app's twin and the Task Library
   slices: dict = None
   qat_steps: int = 0  # > 0: QAT where post-training int8 loses > 1 point
+  teacher_layers: int = 0  # > 0: only the teacher's first N layers
 
   def record(self):
     """The sizes as plan.json holds them (JSON types, size_key names)."""
@@ -130,7 +131,7 @@ SCALES = {
                   teacher_learning_rate=1e-4, student_learning_rate=2e-4,
                   recover_steps=2, calibration_examples=8,
                   calibration_samples=4, threads=1, bench_runs=5,
-                  questions=2,
+                  questions=2, teacher_layers=2,
                   slices={"pretraining_documents": 2, "spam_rows": (32, 24),
                           "qa_questions": (64, 16)}),
 }
@@ -165,18 +166,17 @@ def data_dirs(scale, layout):
   return steps, {t: by_name[d] for t, _, d in TASKS}
 
 
-def ship_command(scale, layout, task, task_dir, phone=None, jobs=2,
+def ship_command(scale, layout, task, task_dir, teacher, phone=None, jobs=2,
                  memory_budget_gb=12.0, force=()):
-  """`experiments.ship` from the pretrained teacher to the demo's
-  student of `task`, at the demo's sizes."""
-  from tfmodels.checkpoints.teachers import teacher_dir
+  """`experiments.ship` from the pretrained teacher (its Hugging Face
+  directory) to the demo's student of `task`, at the demo's sizes."""
   task_name, = [n for t, n, _ in TASKS if t == task]
   length = getattr(scale, f"{task}_max_seq_length")
   target = (("--target", "adb", "--benchmark_binary", phone["binary"],
              "--serial", phone["serial"], "--threads", PHONE_THREADS)
             if phone else ("--target", "host", "--threads", scale.threads))
   return python_module(
-      "experiments.ship", "--teacher", teacher_dir(scale.teacher),
+      "experiments.ship", "--teacher", teacher,
       "--teacher_finetune_steps", getattr(scale, f"teacher_{task}_steps"),
       "--task", task_name, "--data_dir", task_dir, "--output_dir",
       layout.ship(task).out, *BUDGET, *CARVED_STUDENT,
@@ -196,17 +196,21 @@ def ship_command(scale, layout, task, task_dir, phone=None, jobs=2,
 
 def build_steps(scale, layout, phone=None, jobs=2, memory_budget_gb=12.0,
                 force=()):
-  """The demo as pipeline steps, in order: the data (tiny: slices), a
-  ship run per task (QA first: the app's), the report. A ship run
-  resumes by itself (its finished steps are skipped), so its step keeps
-  its directory."""
+  """The demo as pipeline steps, in order: the data (tiny: slices and the
+  teacher's first layers), a ship run per task (QA first: the app's), the
+  report. A ship run resumes by itself (its finished steps are skipped),
+  so its step keeps its directory."""
   slice_steps, task_data = data_dirs(scale, layout)
-  inputs = tuple(s.output for s in slice_steps)
-  steps = list(slice_steps)
+  from tfmodels.checkpoints.teachers import teacher_dir
+  cut = tiny_teacher_step(scale.teacher_layers,
+                          layout.path("data", "tiny_teacher"), scale.teacher)
+  steps = slice_steps + ([cut] if cut else [])
+  teacher = cut.output if cut else teacher_dir(scale.teacher)
+  inputs = tuple(s.output for s in steps)
   for task, _, _ in TASKS:
     steps.append(Step(ship_step(task), ship_command(
-        scale, layout, task, task_data[task], phone, jobs, memory_budget_gb,
-        force), layout.ship(task).out, inputs))
+        scale, layout, task, task_data[task], teacher, phone, jobs,
+        memory_budget_gb, force), layout.ship(task).out, inputs))
   steps.append(Step("report", python_module(
       "experiments.demo_report", "--output_dir", layout.out),
       layout.path("report"), tuple(s.output for s in steps), clean=True))

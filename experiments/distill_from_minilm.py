@@ -56,7 +56,8 @@ from experiments.result_files import (conversion_summary, latency_rows,
                                       read_json, read_scalars)
 from experiments.paths import VOCAB, data_sources, task_library_flags
 from experiments.pipeline import Step, python_module
-from experiments.real_teacher import MINILM, import_step
+from experiments.real_teacher import (MINILM, import_step,
+                                     tiny_teacher_step)
 from tfmodels.command_options import define_flags, from_flags, option
 from tfmodels.data.squad import MAX_SEQ_LENGTH
 from tfmodels.sigterm import exit_on_sigterm
@@ -80,6 +81,7 @@ class Scale:
   calibration_samples: int
   bench_runs: int
   slices: dict = None  # demo_data sizes; None: the shipped data as it is
+  teacher_layers: int = 0  # > 0: only MiniLM's first N layers (tiny)
   distill_lr: float = 1e-3
   kronecker_lr: float = 1e-4
   teacher_lr: float = 1e-4  # MiniLM and its KroneckerBERT
@@ -132,7 +134,7 @@ SCALES = {
                   calibration_samples=2, bench_runs=2,
                   calibration_examples=8, plateau_heldout=(4, 4),
                   student_vocab_size=300, align_steps=2, app_questions=2,
-                  plateau_max_steps=4,
+                  plateau_max_steps=4, teacher_layers=2,
                   slices={"pretraining_documents": 12, "spam_rows": (16, 8),
                           "qa_questions": (16, 6)}),
 }
@@ -265,7 +267,10 @@ def build_steps(layout, scale, models=tuple(MODELS)):
   recipe = _Recipe(layout, scale, task_dirs, tuple(s.output for s in steps))
   if set(OWN_ENCODER) & set(models):
     steps += _shard_steps(recipe, texts)
-  steps.append(import_step(layout.run("teacher")))
+  cut = tiny_teacher_step(scale.teacher_layers,
+                          layout.path("data", "tiny_teacher"))
+  steps += [cut] if cut else []
+  steps.append(import_step(layout.run("teacher"), source=cut))
   if set(SMALL_VOCAB) & set(models):
     steps.append(_vocab_step(recipe, texts))
   # Model by model, so the teacher's task models (the students' task-stage

@@ -166,10 +166,14 @@ def test_demo_chain(tmp_path):
       demo.check_force([gone])
   # The tiny demo reads slices of the shipped data, cut first.
   tiny = demo.build_steps(demo.SCALES["tiny"], layout)
-  assert [s.name for s in tiny] == ["slices", "ship_qa", "ship_spam",
-                                    "report"]
-  assert _flags(tiny[1].command)["--data_dir"] == os.path.join(
+  assert [s.name for s in tiny] == ["slices", "tiny_teacher", "ship_qa",
+                                    "ship_spam", "report"]
+  assert _flags(tiny[2].command)["--data_dir"] == os.path.join(
       tiny[0].output, "wordnet_qa")
+  # ... and ship the real teacher's first two layers.
+  assert _flags(tiny[1].command)["--layers"] == "2"
+  assert _flags(tiny[2].command)["--teacher"] == tiny[1].output
+  assert set(tiny[2].inputs) == {tiny[0].output, tiny[1].output}
   # A demo of another size in the same directory is refused.
   json.dump({"sizes": {"student_steps": 1}}, open(layout.plan, "w"))
   with pytest.raises(Exception, match="holds a demo of another size"):
@@ -324,7 +328,8 @@ def test_tiny_demo_end_to_end(tmp_path):
   stdout, _ = _demo(out)
   assert f"the report is {out}/REPORT.md" in stdout
   plan = json.loads((out / "plan.json").read_text())
-  assert {"slices", "ship_qa", "ship_spam", "report"} <= _ran(stdout)
+  assert {"slices", "tiny_teacher", "ship_qa", "ship_spam",
+          "report"} <= _ran(stdout)
   assert plan["carved_student"] == [str(a) for a in demo.CARVED_STUDENT]
   # Each task is a whole ship run: its own report and summary.
   for task, metric in (("qa", "f1"), ("spam", "accuracy")):
@@ -365,7 +370,8 @@ def test_tiny_demo_end_to_end(tmp_path):
     assert len(m["finetune_loss"]["qa"]) >= 1
   teacher, carved = (summary["models"][m]["params"]
                      for m in ("teacher", "carved"))
-  assert teacher["params_encoder"] == 22_713_216
+  # MiniLM's first 2 of 6 layers (1,774,464 parameters each).
+  assert teacher["params_encoder"] == 22_713_216 - 4 * 1_774_464
   assert (teacher["heads"], teacher["normalization"], teacher["act"]) == (
       12, "layer_norm", "gelu")
   assert (carved["heads"], carved["normalization"], carved["act"]) == (
@@ -491,6 +497,6 @@ def test_tiny_demo_end_to_end(tmp_path):
   stdout, _ = _demo(out)
   assert _ran(stdout) == set(demo.ALWAYS) | {"convert_student", "latency",
                                              "app"}
-  qa_run = stdout.split("[2/4] ship_qa")[1].split("[3/4] ship_spam")[0]
-  assert _ran("[2/4] ship_qa" + qa_run) == {"ship_qa"}
+  qa_run = stdout.split("[3/5] ship_qa")[1].split("[4/5] ship_spam")[0]
+  assert _ran("[3/5] ship_qa" + qa_run) == {"ship_qa"}
   assert (out / "report" / "summary.json").stat().st_mtime > before
