@@ -57,8 +57,8 @@ TEST_WORKERS ?= 2
 test: system-packages $(VENV)/.installed $(TASK_VENV)/.installed
 	$(FAST_MALLOC) $(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder --durations=25
 
-# The main job (issue 10): the whole pipeline end to end on the shipped data,
-# `experiments.ship` once per task from the pretrained MiniLM (issue 40),
+# The main job: the whole pipeline end to end on the shipped data,
+# `experiments.ship` once per task from the pretrained MiniLM,
 # resumable (a finished step is skipped), report in demo_output/REPORT.md.
 # DEMO_FLAGS passes more, e.g. DEMO_FLAGS="--force student,report" or
 # DEMO_FLAGS="--benchmark_binary ~/bin/android_aarch64_benchmark_model".
@@ -66,7 +66,7 @@ DEMO_FLAGS ?=
 demo: system-packages $(VENV)/.installed $(TASK_VENV)/.installed
 	$(FAST_MALLOC) $(PY) -m experiments.demo --output_dir demo_output $(DEMO_FLAGS)
 
-# The latency sweep of issue 7 (Table 7, fast int8, the Model Garden peer);
+# The latency sweep (Table 7, fast int8, the Model Garden peer);
 # converted files are cached in BENCH_WORK, so a re-run only times.
 BENCH_WORK ?= /tmp/latency_benchmark
 BENCH_FLAGS ?=
@@ -74,7 +74,7 @@ benchmark: $(VENV)/.installed
 	$(PY) -m experiments.latency_benchmark --output_dir experiments/results --work_dir $(BENCH_WORK) --overwrite $(BENCH_FLAGS)
 
 # An arm64 Debian user space for running shipped .tflite files under
-# qemu-user (issue 41): built once, outside the repository, into
+# qemu-user: built once, outside the repository, into
 # $ARM64_ROOT or ~/.cache/compact-bert-pipeline/arm64-root
 # (android_bench/arm64_root.py; android_bench.arm64 runs models there).
 # Never part of `make test`: its test skips until this root exists.

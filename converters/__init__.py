@@ -21,3 +21,5 @@ Imports only tfmodels (stage 1); the harness and experiments import it.
   native_output.py   keeps the C++ converter's logging off the terminal
   schema/            TFLite metadata schema and its flatc-generated classes
 """
+
+import tfmodels  # noqa: F401  first: TensorFlow's Keras is tf-keras

@@ -6,3 +6,5 @@ knowledge-transfer experiment, MobileBERT's Table 7 latency benchmark
 The only package that may import all of tfmodels, converters and
 android_bench (tests/test_import_direction.py).
 """
+
+import tfmodels  # noqa: F401  first: TensorFlow's Keras is tf-keras

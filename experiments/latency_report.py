@@ -114,7 +114,7 @@ def markdown(rows, command, notes=()):
   cores = os.cpu_count()
   found = checks(rows, cores)
   if found:
-    lines += ["", "## Checks (issue 7)", ""]
+    lines += ["", "## Checks", ""]
     if any(r["target"] == "host" and r["threads"] > cores for r in rows):
       lines += [f"Host rows with more threads than the host's {cores} "
                 "cores are oversubscribed and left out of the checks.", ""]

@@ -1,4 +1,4 @@
-"""Fine-tune a teacher until more steps stop helping (issue 42).
+"""Fine-tune a teacher until more steps stop helping.
 
     python -m experiments.plateau --task squad --data_dir data/wordnet_qa \\
         --init_dir RUN --model_dir OUT --first_steps 200 --min_gain 0.5

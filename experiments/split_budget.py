@@ -1,4 +1,4 @@
-"""The budget a carved student must meet (issue 40): at most a latency, a
+"""The budget a carved student must meet: at most a latency, a
 share of the teacher's own int8 time, a share of its encoder parameters,
 an int8 file size. `split_search` chooses against it; `ship` checks its
 flags with `budget_of` before any work (this module loads no TensorFlow,

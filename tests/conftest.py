@@ -3,6 +3,7 @@ import os
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
+import tfmodels  # noqa: F401  before TensorFlow: its Keras is tf-keras
 import numpy as np
 import pytest
 import tensorflow as tf

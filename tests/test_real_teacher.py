@@ -36,7 +36,8 @@ def test_the_real_teacher_imports_and_converts(tmp_path):
   converted = _run("converters.convert_tflite", "--model_dir", ours,
                    "--output_dir", out, "--name", "minilm", "--modes",
                    "float32,int8", "--max_seq_length", 128,
-                   "--num_calibration_samples", 8)
+                   "--num_calibration_samples", 8, "--representative_data",
+                   os.path.join(REPO, "data", "pretraining", "heldout.txt.gz"))
   assert converted.returncode == 0, converted.stderr[-3000:]
   report = json.loads((out / "minilm_report.json").read_text())
   assert report["passed"] and report["head"] == "encoder"

@@ -14,7 +14,6 @@ import importlib.util
 import os
 
 import numpy as np
-import tensorflow as tf
 
 from tfmodels.checkpoints.weight_mapping import CheckpointError
 
@@ -33,6 +32,7 @@ class Teacher:
 
   def features(self, texts, max_length=128):
     """[CLS] text [SEP] features, padded to the longest, for the encoder."""
+    import tensorflow as tf  # here: naming a teacher's files needs no TF
     rows = [[self.tokenizer.cls_id] + ids[:max_length - 2]
             + [self.tokenizer.sep_id]
             for ids in self.tokenizer.ids_batch(list(texts))]
@@ -48,6 +48,7 @@ class Teacher:
 
   def sentence_embeddings(self, texts, max_length=128):
     """Mean of the token vectors over the mask: [N, hidden] float32."""
+    import tensorflow as tf
     features = self.features(texts, max_length)
     sequence = self.encoder(features, training=False)["sequence_output"]
     mask = tf.cast(features["input_mask"], sequence.dtype)[..., None]
