@@ -4,6 +4,7 @@ on its first layers), and the tiny scales' cut of it."""
 
 import json
 import os
+import re
 import subprocess
 import sys
 
@@ -11,8 +12,10 @@ import numpy as np
 import pytest
 
 from conftest import REPO
-from experiments.tiny_teacher import TOKENIZER_FILES, layer_of
 
+# (experiments.tiny_teacher defines its flags on import: run, not imported.)
+TOKENIZER_FILES = ("vocab.txt", "tokenizer.json", "tokenizer_config.json",
+                   "special_tokens_map.json")
 ENV = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"}
 
 
@@ -54,6 +57,11 @@ def cut(tmp_path_factory):
                 out)
   assert result.returncode == 0, result.stderr[-3000:]
   return out
+
+
+def layer_of(name):
+  match = re.search(r"(?:^|\.)layer\.(\d+)\.", name)
+  return int(match.group(1)) if match else None
 
 
 def test_the_cut_teacher_is_the_first_layers_of_the_real_one(cut):
