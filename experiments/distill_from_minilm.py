@@ -90,11 +90,12 @@ class Scale:
   calibration_examples: int = 512  # carving's importance scores
   student_vocab_size: int = 8000  # the small-vocabulary student's learner
   # Single characters it keeps: the spam e-mails' stray scripts otherwise
-  # take ~1,400 pieces the teacher cannot spell (BUILD_NOTES, the small-vocabulary student).
+  # take ~1,400 pieces the teacher cannot spell (BUILD_NOTES, the
+  # small-vocabulary student).
   max_unique_chars: int = 200
   align_steps: int = 300  # its new rows' mixed-vocabulary alignment
-  # ... with the layers trained too (BUILD_NOTES, the small-vocabulary student: rows alone
-  # cannot carry the words the small vocabulary splits).
+  # ... with the layers trained too (BUILD_NOTES, the small-vocabulary
+  # student: rows alone cannot carry the words the small vocabulary splits).
   align_layers_learning_rate: float = 1e-4
   app_questions: int = 20  # asked of its QA file through the Task Library
   # The teacher's fine-tuning runs to its plateau (experiments.plateau):
