@@ -311,7 +311,7 @@ def cmd_run(options, args):
   if options.target == "adb":
     if not binary:
       _fail("--target adb needs --benchmark_binary (LiteRT's benchmark_model "
-            "for the device's ABI; BUILD_NOTES.md says where to get it)")
+            "for the device's ABI; docs/android_app.md says where to get it)")
     try:
       adb = _adb(options)
       adb.serial = choose_device(adb, options.serial)

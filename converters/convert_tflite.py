@@ -70,7 +70,7 @@ class ConvertOptions:
       "--max_seq_length] as the default shape: an app that sizes its inputs "
       "to the text pays for its tokens only; the Task Library answers from "
       "it as from a fixed file (a classifier reads at most L tokens). "
-      "--nodynamic_length: inputs [1, L] only. BUILD_NOTES, \"A dynamic "
+      "--nodynamic_length: inputs [1, L] only. docs/design.md, \"A dynamic "
       "sequence length\".")
   vocab_file: str | None = option(
       None, "WordPiece vocab.txt (default: task.json's, else "

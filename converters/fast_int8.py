@@ -3,7 +3,7 @@
 Why: the converter's standard int8 output is slower than dynamic-range on
 the host (MobileBERT, 2 threads: ~2x), because XNNPACK refuses part of it and
 every refused op splits the graph into another partition run by LiteRT's
-reference-style kernels. Measured on our MobileBERT (BUILD_NOTES.md,
+reference-style kernels. Measured on our MobileBERT (docs/design.md,
 "Fast int8"), the refusals are:
 
   * BATCH_MATMUL (attention's Q K^T and P V) whenever its second operand has

@@ -18,7 +18,7 @@ when its channels' |g| spread more than MAX_SPREAD apart: int8 holds the
 carried z in one range per tensor, so channel j loses log2(spread) bits
 there. NoNorms fitted to a teacher's LayerNorms (1 / sigma per channel)
 spread 5-300x each and their products 4e4x; folding them all took a carved
-MiniLM's int8 QA F1 from 67 to 1.7 (BUILD_NOTES, "Students carved from the
+MiniLM's int8 QA F1 from 67 to 1.7 (docs/design.md, "Students carved from the
 teacher"). NoNorms trained in from 1 (MobileBERT) stay close and fold. In real
 arithmetic the sequence output is unchanged; in float32 it moves by rounding.
 Other outputs (hidden states, FFN outputs) are the unscaled z: this model is
@@ -32,7 +32,7 @@ and its readers' kernel rows take s (SmoothQuant's migration, Xiao et al.
 the one int8 range every other channel of the matmuls' inputs shares.
 
 On MobileBERT this removes 6 element-wise MUL + ADD pairs per layer
-(BUILD_NOTES.md, "Folding NoNorm").
+(docs/design.md, "Folding NoNorm").
 
     folded, facts = fold_nonorms(model, config)
     ranges = channel_ranges(model, calibration_features)

@@ -5,7 +5,7 @@ Why not `tfmot.quantization.keras.quantize_model`: it refuses our models
 (an encoder Model nested in the task Model), and even on a flat rebuild its
 QuantizeWrapper calls a layer with one input and quantizes one output, while
 our blocks take (hidden, mask) and return (hidden, scores) or a dict
-(BUILD_NOTES.md, "Quantization-aware training"). So the placement is ours and
+(docs/design.md, "Quantization-aware training"). So the placement is ours and
 the activations use tensorflow-model-optimization's default 8-bit
 quantizer (its FakeQuant ops are what the TFLite converter reads ranges
 from):

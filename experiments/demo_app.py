@@ -117,7 +117,7 @@ carries: the names the app reads from its assets.
 
 ## Build the app with them
 
-Build the APK with them (BUILD_NOTES.md, "The Android QA app"):
+Build the APK with them (docs/android_app.md, "The Android QA app"):
 
 ```
 cd android_bench/qa_app

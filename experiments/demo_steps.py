@@ -55,7 +55,7 @@ BUDGET = ("--target_params", 0.4)
 # parameters), in MobileBERT's on-device form (ship: NoNorm fitted to each
 # LayerNorm, relu for gelu). FFN 512 rather than the 640 the parameter
 # budget allows: its int8 runs in 43% of the teacher's time at L = 384
-# instead of 49% (BUILD_NOTES, "Choosing the carved split").
+# instead of 49% (docs/design.md, "Choosing the carved split").
 # experiments/distill_from_minilm.py declares the carves it measures in
 # its own CARVES.
 CARVED_STUDENT = ("--heads", 6, "--widths", 512, "--ranks", 128)
@@ -226,7 +226,7 @@ def find_phone(binary, serial=None):
   """{'serial', 'name', 'binary'} of an attached device, or (None, why)."""
   if not binary:
     return None, ("no --benchmark_binary (LiteRT's Android benchmark_model; "
-                  "BUILD_NOTES.md) was given")
+                  "docs/android_app.md) was given")
   if not os.path.isfile(binary):
     raise DemoError(f"--benchmark_binary {binary}: no such file")
   if not shutil.which("adb"):

@@ -125,7 +125,7 @@ def test_attention_mask_is_bounded_and_hides_padding_exactly():
 def test_dense_at_an_unknown_length_is_one_fully_connected():
   """A dynamic-length export: our Dense gives Keras' numbers and converts
   to one FULLY_CONNECTED, where Keras' tensordot adds shape arithmetic
-  XNNPACK refuses (BUILD_NOTES, "A dynamic sequence length")."""
+  XNNPACK refuses (docs/design.md, "A dynamic sequence length")."""
   from converters import tflite_file
   from tfmodels.layers.dense import Dense
   layer = Dense(4, activation="relu")

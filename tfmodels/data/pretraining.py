@@ -13,7 +13,7 @@ Token ids live in one space: the teacher vocabulary, then (mixed mode only)
 the student vocabulary offset by the teacher's size, which is how
 `layers/embeddings.py` tells the two apart. Where this departs from Google's
 script, and why, is said where it happens (`instances_from_document`,
-`mask_tokens`) and collected in BUILD_NOTES.md: balanced sentence labels,
+`mask_tokens`) and collected in docs/design.md: balanced sentence labels,
 n-gram lengths that follow 1/n, one 80/10/10 decision per whole word or
 n-gram (the reference draws per piece, so a word could be half masked), and
 random replacements drawn from the replaced token's own vocabulary.
