@@ -10,7 +10,8 @@ is MobileBERT's shape scaled to its teacher: 6 layers (MiniLM's), 384-wide
 feature maps and 12 heads (MiniLM's, so the paper's feature-map and
 attention transfer apply unchanged), a 96-wide bottleneck (H / 4) with four
 stacked 384-wide FFNs, NoNorm and relu, a 128-wide 3-gram embedding. It
-takes 31% of MiniLM's encoder parameters and 28% of its FLOPs (docs/experiment_notes.md).
+takes 31% of MiniLM's encoder parameters and 28% of its FLOPs
+(docs/experiment_notes.md).
 
   student   PKT from MiniLM on data/pretraining (its word table starts as
             MiniLM's at rank 128), then task-stage distillation from the
@@ -90,12 +91,13 @@ class Scale:
   calibration_examples: int = 512  # carving's importance scores
   student_vocab_size: int = 8000  # the small-vocabulary student's learner
   # Single characters it keeps: the spam e-mails' stray scripts otherwise
-  # take ~1,400 pieces the teacher cannot spell (docs/experiment_notes.md, the
-  # small-vocabulary student).
+  # take ~1,400 pieces the teacher cannot spell (docs/experiment_notes.md,
+  # the small-vocabulary student).
   max_unique_chars: int = 200
   align_steps: int = 300  # its new rows' mixed-vocabulary alignment
-  # ... with the layers trained too (docs/experiment_notes.md, the small-vocabulary
-  # student: rows alone cannot carry the words the small vocabulary splits).
+  # ... with the layers trained too (docs/experiment_notes.md, the
+  # small-vocabulary student: rows alone cannot carry the words the small
+  # vocabulary splits).
   align_layers_learning_rate: float = 1e-4
   app_questions: int = 20  # asked of its QA file through the Task Library
   # The teacher's fine-tuning runs to its plateau (experiments.plateau):
@@ -183,8 +185,9 @@ CARVES = {
 }
 # The small-vocabulary student is carved a little narrower than `carved`
 # to aim its int8 QA file at 5 MB (4.70M encoder parameters with the
-# 7,878-piece table; `carved`'s split would be 5.55M; docs/experiment_notes.md, "What
-# fits 5 MB": 5.57 MB measured, 0.79 MB of it the float position table),
+# 7,878-piece table; `carved`'s split would be 5.55M;
+# docs/experiment_notes.md, "What fits 5 MB": 5.57 MB measured, 0.79 MB of
+# it the float position table),
 # then moved to the learned vocabulary (compress
 # --vocab_file, the last thing compress does). The FFN width is written as
 # the flag's text: the number 384 is kept for the QA length (test_qa_length).

@@ -21,6 +21,7 @@ import sys
 
 from absl import app
 
+from experiments.real_teacher import MINILM
 from tfmodels.command_options import define_flags, from_flags, option
 
 # The files of a Hugging Face directory a teacher's readers look at, copied
@@ -32,7 +33,7 @@ _LAYER = re.compile(r"(?:^|\.)layer\.(\d+)\.")
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class TinyTeacherOptions:
-  teacher: str = option("all-minilm-l6-v2", "A named pretrained teacher "
+  teacher: str = option(MINILM, "A named pretrained teacher "
                         "(tfmodels.checkpoints.teachers).")
   layers: int = option(2, "Layers kept: the teacher's first N.")
   output_dir: str = option(None, "The Hugging Face directory to write.",
