@@ -367,14 +367,17 @@ class AdbTarget:
     names = _here(self.pushed + [PID_FILE])
     # The listing ends with a marker: output cut short (a dropped transport
     # makes `adb shell` exit 0 with truncated output) is listed again, and
-    # never read as "nothing left".
+    # never read as "nothing left". rm's errors join stdout on the device
+    # (2>&1): as a second stream they can arrive split around a "left"
+    # line and hide it.
     listing = (f"for f in {names}; do [ -e \"$f\" ] && echo \"left $f\"; "
                f"done; echo {shlex.quote(LISTED)}")
     cd = f"cd {shlex.quote(self.remote_dir)} && "
     listed = lambda out: any(l.strip() == LISTED for l in out.splitlines())
-    status, out = self.adb.shell(f"{cd}{{ rm -f {names}; {listing}; }}", 60)
+    status, out = self.adb.shell(
+        f"{cd}{{ rm -f {names}; {listing}; }} 2>&1", 60)
     if status == 0 and not listed(out):
-      status, out = self.adb.shell(f"{cd}{{ {listing}; }}", 60)
+      status, out = self.adb.shell(f"{cd}{{ {listing}; }} 2>&1", 60)
     left = {line.strip()[len("left ./"):] for line in out.splitlines()
             if line.startswith("left ./")}
     if status != 0 or not listed(out):

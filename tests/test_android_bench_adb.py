@@ -271,7 +271,8 @@ def test_run_through_real_adb(lab, models, tmp_path):
   assert new[-1].endswith(":cd /data/local/tmp && { rm -f ./tiny_dense.tflite "
                           "./.android_bench.pid; for f in ./tiny_dense.tflite "
                           "./.android_bench.pid; do [ -e \"$f\" ] && echo "
-                          "\"left $f\"; done; echo 'android_bench: listed'; }")
+                          "\"left $f\"; done; echo 'android_bench: listed'; "
+                          "} 2>&1")
   assert not lab.device_file("tiny_dense.tflite").exists()
   assert lab.device_file("tiny_qa.tflite").exists()
   assert [c["status"] for c in second["cells"]] == ["ok", "ok"]
@@ -375,9 +376,8 @@ def test_model_named_like_an_option_is_run_and_removed(lab, models, tmp_path):
                 *common[2:], f"--results_dir={tmp_path / 'results2'}",
                 str(model_dir))
   assert out.returncode == 1, out.stdout + out.stderr
-  # (This part failed once in about 20 suite runs with the model reported
-  # removed, as if the stubborn script never ran; the cell's own record
-  # is in the message to tell why, should it happen again.)
+  # rm's error and the "left" line travel in one stream: as two streams
+  # the error's pieces could land around the line and hide it.
   stubborn_run, _ = _run_file(tmp_path / "results2")
   cell = {k: stubborn_run["cells"][0].get(k) for k in (
       "status", "error", "command", "raw_output")}
