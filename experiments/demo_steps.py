@@ -102,6 +102,7 @@ class Scale:
   slices: dict = None
   qat_steps: int = 0  # > 0: QAT where post-training int8 loses > 1 point
   teacher_layers: int = 0  # > 0: only the teacher's first N layers
+  bench_min_secs: float = 1.0  # least seconds a file is timed (ship's)
 
   def record(self):
     """The sizes as plan.json holds them (JSON types, size_key names)."""
@@ -131,7 +132,7 @@ SCALES = {
                   teacher_learning_rate=1e-4, student_learning_rate=2e-4,
                   recover_steps=2, calibration_examples=8,
                   calibration_samples=4, threads=1, bench_runs=5,
-                  questions=2, teacher_layers=2,
+                  questions=2, teacher_layers=2, bench_min_secs=0,
                   slices={"pretraining_documents": 2, "spam_rows": (32, 24),
                           "qa_questions": (64, 16)}),
 }
@@ -188,7 +189,8 @@ def ship_command(scale, layout, task, task_dir, teacher, phone=None, jobs=2,
       scale.teacher_learning_rate, "--recover_steps", scale.recover_steps,
       "--calibration_examples", scale.calibration_examples,
       "--calibration_samples", scale.calibration_samples, "--qat_steps",
-      scale.qat_steps, "--num_runs", scale.bench_runs, "--app_examples",
+      scale.qat_steps, "--num_runs", scale.bench_runs, "--min_secs",
+      scale.bench_min_secs, "--app_examples",
       scale.questions, *target, "--jobs", jobs, "--memory_budget_gb",
       memory_budget_gb, *(("--force", ",".join(sorted(force))) if force
                           else ()))

@@ -83,6 +83,7 @@ class Scale:
   bench_runs: int
   slices: dict = None  # demo_data sizes; None: the shipped data as it is
   teacher_layers: int = 0  # > 0: only MiniLM's first N layers (tiny)
+  bench_min_secs: float = 1.0  # least seconds a file is timed
   distill_lr: float = 1e-3
   kronecker_lr: float = 1e-4
   teacher_lr: float = 1e-4  # MiniLM and its KroneckerBERT
@@ -137,7 +138,7 @@ SCALES = {
                   calibration_samples=2, bench_runs=2,
                   calibration_examples=8, plateau_heldout=(4, 4),
                   student_vocab_size=300, align_steps=2, app_questions=2,
-                  plateau_max_steps=4, teacher_layers=2,
+                  plateau_max_steps=4, teacher_layers=2, bench_min_secs=0,
                   slices={"pretraining_documents": 12, "spam_rows": (16, 8),
                           "qa_questions": (16, 6)}),
 }
@@ -485,7 +486,9 @@ def _bench_step(recipe, models):
   layout, scale = recipe.layout, recipe.scale
   return Step("bench", python_module(
       "android_bench", "run", "--target", "host", "--threads", "1,2",
-      "--num_runs", scale.bench_runs, "--results_dir",
+      "--num_runs", scale.bench_runs, "--min_secs", scale.bench_min_secs,
+      "--benchmark_args", f"--warmup_min_secs={scale.bench_min_secs / 2:g}",
+      "--results_dir",
       layout.path("bench", "host"), "--name", "host", "--noplot",
       *[layout.tflite_file(m) for m in models]), layout.path("bench", "host"),
       tuple(layout.tflite(m) for m in models), alone=True)

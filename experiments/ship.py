@@ -132,6 +132,9 @@ class Options:
                           "training steps, when post-training int8 loses "
                           "more than 1 point (0: never).")
   num_runs: int = option(_default("num_runs"), "Timed runs per file.")
+  min_secs: float = option(_default("min_secs"), "Least seconds each file "
+                           "is timed for at each length (benchmark_model "
+                           "--min_secs); it is warmed up for half as long.")
   app_examples: int = option(_default("app_examples"), "Dev examples asked "
                              "through the twin and the Task Library.")
   heads: tuple = option((), "Heads per layer the search tries (default: "
@@ -214,6 +217,9 @@ def make_plan(options):
   for name in ("learning_rate", "teacher_learning_rate"):
     if not getattr(options, name) > 0:
       raise ShipError(f"--{name} {getattr(options, name)}: must be above 0")
+  if not 0 <= options.min_secs < float("inf"):
+    raise ShipError(f"--min_secs {options.min_secs:g}: give seconds, 0 or "
+                    "more")
   if not options.memory_budget_gb > 0:
     raise ShipError(f"--memory_budget_gb {options.memory_budget_gb}: give a "
                     "size in GB above 0")
@@ -241,6 +247,7 @@ def make_plan(options):
       calibration_examples=options.calibration_examples,
       calibration_samples=options.calibration_samples,
       qat_steps=options.qat_steps, num_runs=options.num_runs,
+      min_secs=options.min_secs,
       app_examples=options.app_examples, search_grid=tuple(grid),
       vocab_file=(os.path.abspath(options.vocab_file) if options.vocab_file
                   else None),

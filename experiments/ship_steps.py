@@ -74,6 +74,7 @@ class Plan:
   calibration_samples: int = 64
   qat_steps: int = 200
   num_runs: int = 20
+  min_secs: float = 1.0  # benchmark_model's own default
   app_examples: int = 20
   search_grid: tuple = ()  # extra split_search flags (--heads ...)
   vocab_file: str | None = None
@@ -348,7 +349,9 @@ def _add_latency(chain, shipped):
   chain.add("latency", python_module(
       "android_bench", "run", *target, "--threads", plan.threads,
       "--lengths", ",".join(map(str, curve_lengths(plan.max_seq_length))),
-      "--num_runs", plan.num_runs, "--results_dir", out, "--name",
+      "--num_runs", plan.num_runs, "--min_secs", plan.min_secs,
+      "--benchmark_args", f"--warmup_min_secs={plan.min_secs / 2:g}",
+      "--results_dir", out, "--name",
       plan.target, "--noplot", *models), out,
       [layout.tflite("teacher"), layout.tflite("student"),
        layout.tflite(name)], alone=True)

@@ -24,7 +24,8 @@ CLASSIFIER = os.path.join(FIXTURES, "ship_classifier")
 # Small everything: numbers meaningless, every step real.
 TINY = ("--train_max_seq_length", "64", "--student_steps", "3",
         "--recover_steps", "2", "--calibration_examples", "16",
-        "--num_runs", "3", "--app_examples", "2", "--qat_steps", "2",
+        "--num_runs", "3", "--min_secs", "0", "--app_examples", "2",
+        "--qat_steps", "2",
         "--batch_size", "4", "--heads", "4,2", "--widths", "128,64",
         "--ranks", "none,32")
 
@@ -290,6 +291,8 @@ def test_a_budget_no_split_meets_is_refused_before_any_training(qa_data,
      "not a step (steps: teacher, teacher_finetune, search, convert_teacher, "
      "carve, student, convert_student, convert_student_qat, latency, app, "
      "arm64, report)"),
+    (("--target_mb", "5", "--min_secs", "-1"), "error: --min_secs -1: give "
+     "seconds, 0 or more"),
 ])
 def test_bad_flags_are_refused_in_one_line(args, message, spam_data,
                                            tmp_path):

@@ -24,7 +24,8 @@ CLASSIFIER = os.path.join(FIXTURES, "ship_classifier")
 TINY = ("--train_max_seq_length", "32", "--max_seq_length", "32",
         "--student_steps", "2", "--recover_steps", "1",
         "--calibration_examples", "8", "--calibration_samples", "8",
-        "--num_runs", "2", "--app_examples", "2", "--qat_steps", "0",
+        "--num_runs", "2", "--min_secs", "0", "--app_examples", "2",
+        "--qat_steps", "0",
         "--batch_size", "4", "--heads", "2", "--widths", "64",
         "--ranks", "none", "--target_params", "0.9")
 
