@@ -1,4 +1,4 @@
-"""What the app-check commands share (`demo_app` for QA, `classifier_app`
+"""What the app-check commands share (`qa_app_check` for QA, `classifier_app`
 for classifiers): their flag checks (one line each, before anything is
 written) and the facts their README.md gives of the model they hand over
 (its model card, when convert_tflite wrote one beside it)."""

@@ -1,5 +1,5 @@
-"""Hand a converted classifier to the app, and ask it: demo_app's classifier
-counterpart.
+"""Hand a converted classifier to the app, and ask it: qa_app_check's
+classifier counterpart.
 
     python -m experiments.classifier_app --model spam_int8.tflite \
         --data_dir data/spam --texts 20 --output_dir ship_output/app_assets \

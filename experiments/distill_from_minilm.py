@@ -249,7 +249,7 @@ class Layout(experiment.Layout):
     return self.path("vocab", "student_vocab.txt")
 
   def app(self, model):
-    """`demo_app`'s output for the model's int8 QA file."""
+    """`qa_app_check`'s output for the model's int8 QA file."""
     return self.path("app", model)
 
   def tflite_file(self, model, mode="int8"):
@@ -459,7 +459,7 @@ def _app_step(recipe, model):
   library = (task_library_flags()
              if scale.qa_export_max_seq_length == MAX_SEQ_LENGTH else ())
   return Step(f"app_{model}", python_module(
-      "experiments.demo_app", "--model", layout.tflite_file(model),
+      "experiments.qa_app_check", "--model", layout.tflite_file(model),
       "--qa_dir", recipe.task_dirs["wordnet_qa"], "--questions",
       scale.app_questions, "--dev_questions", 0, "--output_dir",
       layout.app(model), *library), layout.app(model),
@@ -743,7 +743,7 @@ def markdown(results, scale, curves=()):
     lines.append("- " + _ratios(r, teacher))
   asked = [r for r in results["rows"] if r.get("task_library")]
   if asked:
-    lines += ["", "Asked as an app asks (`experiments.demo_app`: the int8 "
+    lines += ["", "Asked as an app asks (`experiments.qa_app_check`: the int8 "
               "QA file with the vocabulary it carries, through the TFLite "
               "Task Library's BertQuestionAnswerer and the app's Python "
               "twin):", ""] + [

@@ -1,5 +1,5 @@
 """Held-out questions for the QA app's checks, and their scores: what
-`demo_app` asks the app's twin and `arm64_check` asks the ARM run (no
+`qa_app_check` asks the app's twin and `arm64_check` asks the ARM run (no
 flags, so both commands can import it).
 
     questions = pick_questions("data/wordnet_qa", 20)

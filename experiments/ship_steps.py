@@ -368,7 +368,7 @@ def _add_app(chain, shipped):
            os.path.abspath(layout.report))
   if plan.task == "squad":
     command = python_module(
-        "experiments.demo_app", "--model", int8, "--qa_dir", plan.data_dir,
+        "experiments.qa_app_check", "--model", int8, "--qa_dir", plan.data_dir,
         "--questions", plan.app_examples, "--dev_questions", DEV_QUESTIONS,
         "--threads", plan.threads, "--output_dir", layout.app, *about,
         *library)

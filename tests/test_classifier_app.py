@@ -207,8 +207,8 @@ def test_a_file_that_is_no_model_is_refused_in_one_line(converted, tmp_path):
 
 
 def test_the_app_commands_refuse_bad_flags_in_one_line(tmp_path):
-  """demo_app and classifier_app share their flag checks: each refusal is
-  one line naming the flag, before anything is written."""
+  """qa_app_check and classifier_app share their flag checks: each refusal
+  is one line naming the flag, before anything is written."""
   from types import SimpleNamespace
   from experiments.app_checks import check_app_flags
   model = tmp_path / "model.tflite"

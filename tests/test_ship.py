@@ -355,7 +355,7 @@ def test_the_app_step_tells_the_app_commands_what_the_readme_says(tmp_path):
   classifier) the task, for app_assets/README.md."""
   layout = Layout(str(tmp_path))
   split = {"heads": 2, "intermediate_size": 64}
-  for task, module in (("squad", "experiments.demo_app"),
+  for task, module in (("squad", "experiments.qa_app_check"),
                        ("sst2", "experiments.classifier_app")):
     plan = Plan(teacher="/users/teacher", task=task, data_dir="/users/data",
                 budget={})

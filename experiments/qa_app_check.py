@@ -1,6 +1,6 @@
-"""The demo's last stage: hand the QA model to the Android app, and ask it.
+"""Hand a converted QA file to the Android app, and ask it as the app does.
 
-    python -m experiments.demo_app --model pkt_qa_int8.tflite \
+    python -m experiments.qa_app_check --model pkt_qa_int8.tflite \
         --vocab data/vocab/uncased_vocab.txt --qa_dir data/wordnet_qa \
         --questions 3 --output_dir demo_output/qa/app_assets
 
@@ -46,7 +46,7 @@ from tfmodels.staging import staged_path, write_file
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class AppOptions:
-  """demo_app's flags; REQUIRED are checked by `main` (one line each,
+  """qa_app_check's flags; REQUIRED are checked by `main` (one line each,
   where absl's check prints two)."""
   model: str | None = option(None, "Converted QA model (.tflite).")
   vocab: str | None = option(None, "Its vocab.txt (default: the one the "
