@@ -59,6 +59,8 @@ from experiments.paths import VOCAB, data_sources, task_library_flags
 from experiments.pipeline import Step, python_module
 from experiments.real_teacher import (MINILM, import_step,
                                      tiny_teacher_step)
+from experiments.student_recipe import (RECIPE, carve_command,
+                                        student_command)
 from tfmodels.command_options import define_flags, from_flags, option
 from tfmodels.data.squad import MAX_SEQ_LENGTH
 from tfmodels.sigterm import exit_on_sigterm
@@ -88,7 +90,6 @@ class Scale:
   kronecker_lr: float = 1e-4
   teacher_lr: float = 1e-4  # MiniLM and its KroneckerBERT
   student_lr: float = 5e-4
-  carved_lr: float = 2e-4
   calibration_examples: int = 512  # carving's importance scores
   student_vocab_size: int = 8000  # the small-vocabulary student's learner
   # Single characters it keeps: the spam e-mails' stray scripts otherwise
@@ -178,8 +179,7 @@ MODELS = {
 # split"): 37% of MiniLM's encoder parameters.
 CARVES = {
     "carved": ("--heads", 6, "--intermediate_size", 512, "--low_rank",
-               "word_embeddings=128", "--substitute",
-               "layernorm=nonorm,gelu=relu"),
+               "word_embeddings=128"),
     "carved_low_rank": (
         "--low_rank", "word_embeddings=128,query=96,key=96,value=96,"
         "attention_output=96,intermediate=128,output=128"),
@@ -194,8 +194,12 @@ CARVES = {
 # the flag's text: the number 384 is kept for the QA length (test_qa_length).
 CARVES["carved_small_vocab"] = (
     "--heads", 6, "--intermediate_size", "384", "--low_rank",
-    "word_embeddings=96", "--substitute", "layernorm=nonorm,gelu=relu")
+    "word_embeddings=96")
 SMALL_VOCAB = ("carved_small_vocab",)
+# What a carved row changes of the student recipe (student_recipe.py):
+# the low-rank row keeps LayerNorm and gelu, its factorization measured
+# alone.
+ROW_RECIPES = {"carved_low_rank": {"substitute": ""}}
 # Models whose encoder is a run of its own (distill / pretrain) on shards.
 OWN_ENCODER = ("student", "baseline", "kronecker")
 # Where each model's weights start: the teacher's or random layers.
@@ -351,19 +355,25 @@ def _encoder_step(recipe, model):
       "--log_every", 10), layout.run(model), (layout.path("data", "train"),))
 
 
+def student_recipe(scale, model, task):
+  """A carved row's student recipe for a task: the scale's sizes and the
+  row's changes (ROW_RECIPES) over the student recipe's defaults."""
+  return dataclasses.replace(
+      RECIPE, recover_steps=scale.recover_steps,
+      calibration_examples=scale.calibration_examples,
+      steps=scale.finetune_steps[model][task == "spam"],
+      batch_size=scale.finetune_batch_size, **ROW_RECIPES.get(model, {}))
+
+
 def _carve_step(recipe, model, task, data_dir):
   """A carved model cut out of the task's fine-tuned teacher by compress
-  (CARVES: its flags); recovery only where it substitutes ops."""
+  (CARVES: what is cut; the row's student recipe: how)."""
   layout, scale = recipe.layout, recipe.scale
   teacher_run = layout.finetuned("teacher", task)
-  return Step(f"carve_{model}_{task}", python_module(
-      "tfmodels.training.compress", "--teacher_dir", teacher_run,
-      "--data_dir", recipe.task_dirs[data_dir], "--model_dir",
-      layout.start(model, task), "--calibration_examples",
-      scale.calibration_examples, "--recover_steps",
-      scale.recover_steps if "--substitute" in CARVES[model] else 0,
-      "--overwrite", *CARVES[model],
-      *_vocab_flags(layout, scale, model)),
+  return Step(f"carve_{model}_{task}", carve_command(
+      student_recipe(scale, model, task), teacher_run,
+      recipe.task_dirs[data_dir], layout.start(model, task), CARVES[model],
+      "--overwrite", *_vocab_flags(layout, scale, model)),
       layout.carved(model, task), (teacher_run,) + recipe.data_inputs +
       _vocab_inputs(layout, model), clean=True)
 
@@ -415,23 +425,28 @@ def _finetune_step(recipe, model, task, task_name, data_dir):
   kd = () if not teacher else (
       "--teacher_dir", *teacher, "--task_kd",
       "all" if model == "kronecker" else "prediction")
-  steps = scale.finetune_steps[model][task == "spam"]
-  lr = (scale.teacher_lr if model in ("teacher", "kronecker") else
-        scale.carved_lr if model in CARVES else scale.student_lr)
   output = layout.finetuned(model, task)
   start = layout.start(model, task)
+  vocab = layout.student_vocab() if model in SMALL_VOCAB else VOCAB
+  length = getattr(scale, f"{task}_max_seq_length")
+  every = ("--checkpoint_every", 100, "--keep_checkpoints", 1, "--log_every",
+           10)
+  if model in CARVES:
+    return Step(f"{model}_{task}", student_command(
+        student_recipe(scale, model, task), task_name,
+        recipe.task_dirs[data_dir], start, output, vocab, length, *teacher,
+        *every), output, (os.path.dirname(start),) + teacher +
+        recipe.data_inputs, clean=True)
+  steps = scale.finetune_steps[model][task == "spam"]
+  lr = (scale.teacher_lr if model in ("teacher", "kronecker") else
+        scale.student_lr)
   return Step(f"{model}_{task}", python_module(
       "tfmodels.training.finetune", "--task", task_name, "--data_dir",
       recipe.task_dirs[data_dir], "--init_dir", start,
-      "--model_dir", output, "--vocab_file",
-      layout.student_vocab() if model in SMALL_VOCAB else VOCAB,
-      "--max_seq_length",
-      getattr(scale, f"{task}_max_seq_length"), "--train_steps", steps,
-      "--batch_size", scale.finetune_batch_size, "--learning_rate", lr,
-      "--checkpoint_every", 100, "--keep_checkpoints", 1,
-      "--log_every", 10, *kd), output,
-      (os.path.dirname(start) if model in CARVES else start,)
-      + teacher + recipe.data_inputs, clean=True)
+      "--model_dir", output, "--vocab_file", vocab, "--max_seq_length",
+      length, "--train_steps", steps, "--batch_size",
+      scale.finetune_batch_size, "--learning_rate", lr, *every, *kd),
+      output, (start,) + teacher + recipe.data_inputs, clean=True)
 
 
 def _convert_step(recipe, model):
@@ -505,8 +520,8 @@ def _cost(layout, scale, model):
                 for task, _, _ in TASKS)
   encoder = {"student": scale.distill_steps, "baseline": scale.distill_steps,
              "kronecker": scale.kronecker_steps}.get(model, 0)
-  recover = scale.recover_steps if "--substitute" in CARVES.get(
-      model, ()) else 0
+  recover = (scale.recover_steps if model in CARVES and student_recipe(
+      scale, model, "qa").substitute else 0)
   kd = 0 if model in ("teacher", "baseline") else (
       encoder + 2 * recover + qa + spam)
   directories = [layout.finetuned(model, t) for t, _, _ in TASKS]

@@ -50,6 +50,8 @@ from experiments.result_files import read_history, read_json
 from experiments.paths import DATA, VOCAB
 from experiments.pipeline import Step, python_module
 from experiments.real_teacher import MINILM, MINILM_LABEL, import_step
+from experiments.student_recipe import (RECIPE, carve_command,
+                                        student_command)
 from tfmodels.command_options import define_flags, from_flags, option
 from tfmodels.sigterm import exit_on_sigterm
 from tfmodels.staging import write_file
@@ -74,7 +76,6 @@ class Scale:
   align_steps: int = 300  # its new rows' mixed-vocabulary alignment
   calibration_examples: int = 512  # its carving's importance scores
   teacher_lr: float = 1e-4  # MiniLM's fine-tuning (distill_from_minilm's)
-  carved_lr: float = 2e-4
   stage_one_lr: float = 5e-4
   stage_two_lr: float = 1e-3
   finetune_lr: float = 5e-4
@@ -101,9 +102,10 @@ MODELS = {
     "carved": ("carved from the fine-tuned teacher, moved to the student "
                "vocabulary, intent KD from the teacher", "carve"),
 }
-# compress's flags for the carved row (distill_from_minilm's `carved`).
+# What compress cuts for the carved row (distill_from_minilm's `carved`);
+# how is the student recipe's (`student_recipe`).
 CARVE = ("--heads", 6, "--intermediate_size", 512, "--low_rank",
-         "word_embeddings=128", "--substitute", "layernorm=nonorm,gelu=relu")
+         "word_embeddings=128")
 # Rows whose encoder is not a pre-training run of this experiment.
 NOT_PRETRAINED = ("teacher", "carved")
 
@@ -169,6 +171,36 @@ def write_configs(layout, student):
   return paths
 
 
+EVERY = ("--checkpoint_every", 100, "--keep_checkpoints", 1, "--log_every",
+         10)
+
+
+def student_recipe(scale):
+  """The carved row's student recipe: the scale's sizes over the student
+  recipe's defaults."""
+  return dataclasses.replace(
+      RECIPE, recover_steps=scale.recover_steps,
+      calibration_examples=scale.calibration_examples,
+      steps=scale.finetune_steps, batch_size=scale.batch_size)
+
+
+def _carved_steps(layout, scale):
+  """The carved row: cut out of the fine-tuned teacher and moved to the
+  student vocabulary (compress), then distilled on the task from it."""
+  recipe, teacher = student_recipe(scale), layout.finetuned("teacher")
+  carve = Step("carve", carve_command(
+      recipe, teacher, layout.task_data(), layout.start("carved"), CARVE,
+      "--vocab_file", STUDENT_VOCAB, "--align_steps", scale.align_steps,
+      "--overwrite"), layout.run("carve"), (teacher, layout.task_data()),
+      clean=True)
+  train = Step("finetune_carved", student_command(
+      recipe, "intent_slot", layout.task_data(), layout.start("carved"),
+      layout.finetuned("carved"), STUDENT_VOCAB, scale.max_seq_length,
+      teacher, *EVERY), layout.finetuned("carved"),
+      (layout.run("carve"), layout.task_data(), teacher))
+  return [carve, train]
+
+
 def build_steps(layout, scale, configs, models=tuple(MODELS)):
   """The recipe as pipeline steps, for the named `models` (MODELS)."""
   text = lambda split: os.path.join(DATA, "pretraining", f"{split}.txt.gz")
@@ -214,41 +246,27 @@ def build_steps(layout, scale, configs, models=tuple(MODELS)):
   for model, (_, run) in MODELS.items():
     if model not in models:
       continue
-    teacher_kd = ()
     if model == "teacher":
       steps.append(import_step(layout.run(run)))
     elif model == "carved":
-      steps.append(Step("carve", python_module(
-          "tfmodels.training.compress", "--teacher_dir",
-          layout.finetuned("teacher"), "--data_dir", layout.task_data(),
-          "--model_dir", layout.start(model), "--calibration_examples",
-          scale.calibration_examples, "--recover_steps", scale.recover_steps,
-          "--vocab_file", STUDENT_VOCAB, "--align_steps", scale.align_steps,
-          "--overwrite", *CARVE),
-          layout.run(run), (layout.finetuned("teacher"), layout.task_data()),
-          clean=True))
-      teacher_kd = ("--teacher_dir", layout.finetuned("teacher"),
-                    "--task_kd", "prediction")
+      steps += _carved_steps(layout, scale)
     else:
       inputs = (layout.path("data", "student"),) + (
           (layout.run("stage1"),) if run == "stage2" else ())
       steps.append(Step(run, python_module(
           "tfmodels.training.pretrain", *student, "--model_dir",
           layout.run(run), *pretraining[run]), layout.run(run), inputs))
-    steps.append(Step(f"finetune_{model}", python_module(
-        "tfmodels.training.finetune", "--task", "intent_slot", "--data_dir",
-        layout.task_data(), "--init_dir", layout.start(model), "--model_dir",
-        layout.finetuned(model), "--vocab_file",
-        VOCAB if model == "teacher" else STUDENT_VOCAB,
-        "--max_seq_length", scale.max_seq_length, "--train_steps",
-        scale.finetune_steps, "--batch_size", scale.batch_size,
-        "--learning_rate", {"teacher": scale.teacher_lr,
-                            "carved": scale.carved_lr}.get(
-                                model, scale.finetune_lr),
-        "--checkpoint_every", 100,
-        "--keep_checkpoints", 1, "--log_every", 10, *teacher_kd),
-        layout.finetuned(model),
-        (layout.run(run), layout.task_data()) + teacher_kd[1:2]))
+    if model != "carved":
+      steps.append(Step(f"finetune_{model}", python_module(
+          "tfmodels.training.finetune", "--task", "intent_slot",
+          "--data_dir", layout.task_data(), "--init_dir", layout.start(model),
+          "--model_dir", layout.finetuned(model), "--vocab_file",
+          VOCAB if model == "teacher" else STUDENT_VOCAB,
+          "--max_seq_length", scale.max_seq_length, "--train_steps",
+          scale.finetune_steps, "--batch_size", scale.batch_size,
+          "--learning_rate", scale.teacher_lr if model == "teacher" else
+          scale.finetune_lr, *EVERY), layout.finetuned(model),
+          (layout.run(run), layout.task_data())))
     steps.append(_score(f"test_{model}", layout, layout.finetuned(model),
                         ("--data_dir", layout.task_data(), "--split", "test"),
                         (layout.task_data(),)))

@@ -26,10 +26,9 @@ from android_bench.qa_app import SEQUENCE_LENGTH
 from experiments.paths import task_library_flags
 from experiments.pipeline import Step, python_module
 from experiments.result_files import read_json
+from experiments.student_recipe import (RECIPE, carve_command,
+                                        student_command)
 
-# The shipped student's on-device form: MobileBERT's operational
-# optimizations (NoNorm fitted to each LayerNorm, relu for gelu).
-SUBSTITUTE = "layernorm=nonorm,gelu=relu"
 MODES = ("float32", "int8")
 # Post-training int8 losing more than this many points of the task metric
 # against the float model: quantization-aware training instead.
@@ -65,12 +64,14 @@ class Plan:
   max_seq_length: int = SEQUENCE_LENGTH  # the shipped file's (the app's)
   train_max_seq_length: int = 128  # carving and distillation
   teacher_finetune_steps: int = 0  # > 0: a headless teacher fine-tuned
-  student_steps: int = 300
-  batch_size: int = 16
-  learning_rate: float = 2e-4
+  # The student's recipe (experiments/student_recipe.py), as ship's flags
+  # may change it.
+  student_steps: int = RECIPE.steps
+  batch_size: int = RECIPE.batch_size
+  learning_rate: float = RECIPE.learning_rate
   teacher_learning_rate: float = 1e-4
-  recover_steps: int = 30
-  calibration_examples: int = 256
+  recover_steps: int = RECIPE.recover_steps
+  calibration_examples: int = RECIPE.calibration_examples
   calibration_samples: int = 64
   qat_steps: int = 200
   num_runs: int = 20
@@ -83,6 +84,13 @@ class Plan:
 
   def record(self):
     return json.loads(json.dumps(dataclasses.asdict(self)))
+
+  def recipe(self):
+    """The student recipe with this run's settings."""
+    return dataclasses.replace(
+        RECIPE, steps=self.student_steps, batch_size=self.batch_size,
+        learning_rate=self.learning_rate, recover_steps=self.recover_steps,
+        calibration_examples=self.calibration_examples)
 
 
 class Layout:
@@ -274,7 +282,7 @@ def _add_search(chain):
       "experiments.split_search", "--teacher_dir", layout.teacher(plan),
       "--data_dir", plan.data_dir, *budget, "--target", plan.target, *adb,
       "--threads", plan.threads, "--max_seq_length", plan.max_seq_length,
-      "--substitute", SUBSTITUTE, "--calibration_examples",
+      "--substitute", plan.recipe().substitute, "--calibration_examples",
       plan.calibration_examples, "--num_runs", plan.num_runs,
       *plan.search_grid, "--output", layout.split),
       layout.search, [layout.teacher(plan)], alone=True)
@@ -305,28 +313,21 @@ def _add_convert(chain, name, model_dir, extra=(), modes=MODES):
 def _add_carve(chain, split):
   plan, layout = chain.plan, chain.layout
   teacher = layout.teacher(plan)
-  chain.add("carve", python_module(
-      "tfmodels.training.compress", "--teacher_dir", teacher, "--data_dir",
-      plan.data_dir, "--model_dir", layout.carved_model,
-      *compress_flags(split), "--substitute", SUBSTITUTE, "--recover_steps",
-      plan.recover_steps, "--calibration_examples",
-      plan.calibration_examples, "--evaluate", "--overwrite"),
+  chain.add("carve", carve_command(
+      plan.recipe(), teacher, plan.data_dir, layout.carved_model,
+      compress_flags(split), "--evaluate", "--overwrite"),
       layout.carving, [teacher, layout.search])
 
 
 def _add_student(chain):
-  """The task stage: distilled from the teacher (soft targets + labels)."""
+  """The task stage: distilled from the teacher as the recipe says."""
   plan, layout = chain.plan, chain.layout
   teacher = layout.teacher(plan)
-  chain.add("student", python_module(
-      "tfmodels.training.finetune", "--task", plan.task, "--data_dir",
-      plan.data_dir, "--init_dir", layout.carved_model, "--model_dir",
-      layout.student, "--vocab_file", _vocab(layout),
-      "--max_seq_length", plan.train_max_seq_length, "--train_steps",
-      plan.student_steps, "--batch_size", plan.batch_size,
-      "--learning_rate", plan.learning_rate, "--checkpoint_every", 1000,
-      "--log_every", 10, "--teacher_dir", teacher, "--task_kd",
-      "prediction"), layout.student, [layout.carving, teacher])
+  chain.add("student", student_command(
+      plan.recipe(), plan.task, plan.data_dir, layout.carved_model,
+      layout.student, _vocab(layout), plan.train_max_seq_length, teacher,
+      "--checkpoint_every", 1000, "--log_every", 10),
+      layout.student, [layout.carving, teacher])
 
 
 def curve_lengths(max_length):

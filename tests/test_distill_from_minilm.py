@@ -64,8 +64,9 @@ layout = recipe.Layout("/out")
 before = recipe.build_steps(layout, recipe.SCALES["full"])
 demo_steps.STUDENT, demo_steps.CARVED_STUDENT = "other", ("--heads", 4)
 same = recipe.build_steps(layout, recipe.SCALES["full"]) == before
-print(json.dumps([loaded, same, {k: list(v)
-                                 for k, v in recipe.CARVES.items()}]))
+print(json.dumps([loaded, same, {k: list(v) + [
+    "--substitute", recipe.student_recipe(recipe.SCALES["full"], k, "qa")
+    .substitute] for k, v in recipe.CARVES.items()}]))
 """
 
 
@@ -73,7 +74,8 @@ def test_the_carves_are_the_experiments_own_not_the_demos():
   """The demo's student (demo_steps.STUDENT, CARVED_STUDENT) can change
   without changing this experiment or its committed results: it loads no
   module of the demo, its steps ignore the demo's student, and its carved
-  rows are the carves its committed results measured."""
+  rows are the carves its committed results measured (what is cut, and the
+  ops their student recipe substitutes)."""
   loaded, same_steps, carves = _in_child(_OWN_CARVES)
   assert loaded == [] and same_steps
   with open(os.path.join(REPO, "experiments", "results",
@@ -89,6 +91,8 @@ def test_the_carves_are_the_experiments_own_not_the_demos():
       kv.split("=") for kv in carved["--substitute"].split(","))
   assert rows["carved_low_rank"]["carving"]["low_rank_ranks"] == _ranks(
       low_rank["--low_rank"])
+  assert low_rank["--substitute"] == "" and not rows["carved_low_rank"][
+      "carving"].get("substitution")
 
 
 _TRAINING_STEPS = """

@@ -1,0 +1,132 @@
+"""The student recipe is said once: ship, distill_from_minilm and
+mixed_vocab_student build their carve and student steps from it, and a flag
+of the commands it drives that no longer exists fails as the steps are
+built."""
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from experiments import student_recipe
+from experiments.student_recipe import command, command_flags
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+# Each consumer imported after RECIPE's defaults change (the experiments
+# define flags on import: one child each); prints every compress and
+# finetune command line of its carved student.
+_CHANGED = """
+import dataclasses, json, sys
+from experiments import student_recipe
+student_recipe.RECIPE = dataclasses.replace(
+    student_recipe.RECIPE, substitute="gelu=relu", recover_learning_rate=3e-4,
+    task_kd="hidden", learning_rate=7e-4, warmup_fraction=0.25)
+consumer = sys.argv[1]
+if consumer == "ship":
+  from experiments import ship_steps
+  plan = ship_steps.Plan(teacher="/t", task="squad", data_dir="/d",
+                         budget={"target_params": 0.4})
+  steps = ship_steps.build_steps(plan, ship_steps.Layout("/out"), {
+      "heads": 2, "intermediate_size": 64, "table_rank": None})
+  names = ("carve", "student")
+elif consumer == "distill_from_minilm":
+  from experiments import distill_from_minilm as e
+  steps = e.build_steps(e.Layout("/out"), e.SCALES["full"],
+                        ("teacher", "carved"))
+  names = ("carve_carved_qa", "carved_qa", "carve_carved_spam", "carved_spam")
+else:
+  from experiments import mixed_vocab_student as e
+  steps = e.build_steps(e.Layout("/out"), e.SCALES["full"],
+                        {"teacher": "/t.json", "student": "/s.json"},
+                        ("teacher", "carved"))
+  names = ("carve", "finetune_carved")
+print(json.dumps({s.name: s.command for s in steps if s.name in names}))
+"""
+
+
+def _flags(command_line):
+  """{--flag: value} of a `python -m module --flag value ...` line."""
+  args = command_line[3:]
+  return {a: b for a, b in zip(args, args[1:] + [None])
+          if a.startswith("--")}
+
+
+@pytest.mark.parametrize("consumer", ["ship", "distill_from_minilm",
+                                      "mixed_vocab_student"])
+def test_a_changed_default_reaches_every_student(consumer):
+  child = subprocess.run([sys.executable, "-c", _CHANGED, consumer],
+                         cwd=REPO, capture_output=True, text=True)
+  assert child.returncode == 0, child.stderr[-3000:]
+  commands = json.loads(child.stdout.splitlines()[-1])
+  assert len(commands) in (2, 4), commands
+  for name, line in commands.items():
+    flags = _flags(line)
+    if "tfmodels.training.compress" in line:
+      assert (flags["--substitute"], flags["--recover_learning_rate"]) == (
+          "gelu=relu", "0.0003"), name
+    else:
+      assert "tfmodels.training.finetune" in line, name
+      assert (flags["--task_kd"], flags["--learning_rate"],
+              flags["--warmup_fraction"]) == ("hidden", "0.0007", "0.25"), name
+
+
+def test_a_flag_the_command_lacks_fails_as_the_steps_are_built(monkeypatch):
+  from experiments import ship_steps
+  plan = ship_steps.Plan(teacher="/t", task="squad", data_dir="/d",
+                         budget={"target_params": 0.4})
+  split = {"heads": 2, "intermediate_size": 64, "table_rank": 32}
+  layout = ship_steps.Layout("/out")
+  assert any(s.name == "student" for s in
+             ship_steps.build_steps(plan, layout, split))
+  renamed = command_flags("tfmodels.training.finetune") - {"task_kd"}
+  monkeypatch.setattr(student_recipe, "command_flags", lambda module: (
+      renamed if module == "tfmodels.training.finetune" else
+      command_flags(module)))
+  with pytest.raises(ValueError, match="^tfmodels.training.finetune has no "
+                     "flag --task_kd$"):
+    ship_steps.build_steps(plan, layout, split)
+
+
+def test_command_checks_flags_and_keeps_the_line(tmp_path, monkeypatch):
+  (tmp_path / "tool_options_probe.py").write_text(
+      "import dataclasses\n"
+      "from tfmodels.command_options import define_flags, option\n"
+      "from tfmodels.training.run_flags import RunOptions\n"
+      "@dataclasses.dataclass(frozen=True, kw_only=True)\n"
+      "class ProbeOptions(RunOptions):\n"
+      "  from_: str = option('', 'a keyword')\n"
+      "  steps: int = option(1, 'steps')\n"
+      "  plain: int = dataclasses.field(default=0)  # no flag\n"
+      "define_flags(ProbeOptions)\n")
+  monkeypatch.syspath_prepend(str(tmp_path))
+  assert command("tool_options_probe", "--from", "x", "--steps", 3,
+                 "--train_steps=4") == [
+                     sys.executable, "-m", "tool_options_probe", "--from",
+                     "x", "--steps", "3", "--train_steps=4"]
+  for wrong in ("--plain", "--from_", "--nope"):
+    with pytest.raises(ValueError, match=f"has no flag {wrong}$"):
+      command("tool_options_probe", wrong, 1)
+
+
+_REAL_FLAGS = """
+import importlib, json, sys
+from tfmodels.command_options import flag_name, option_fields
+module = importlib.import_module(sys.argv[1])
+print(json.dumps(sorted(flag_name(f) for f in option_fields(
+    getattr(module, sys.argv[2])))))
+"""
+
+
+@pytest.mark.parametrize("module, options", [
+    ("tfmodels.training.compress", "CompressOptions"),
+    ("tfmodels.training.finetune", "FinetuneOptions")])
+def test_the_flags_read_from_source_are_the_commands_own(module, options):
+  child = subprocess.run([sys.executable, "-c", _REAL_FLAGS, module, options],
+                         cwd=REPO, capture_output=True, text=True,
+                         env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3"))
+  assert child.returncode == 0, child.stderr[-3000:]
+  assert sorted(command_flags(module)) == json.loads(
+      child.stdout.splitlines()[-1])
