@@ -3,8 +3,24 @@ for classifiers): their flag checks (one line each, before anything is
 written) and the facts their README.md gives of the model they hand over
 (its model card, when convert_tflite wrote one beside it)."""
 
+import dataclasses
 import os
 import sys
+
+from tfmodels.command_options import option
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class AppReadmeOptions:
+  """The flags both app checks share: what their README.md says of the
+  model's origin."""
+  teacher: str | None = option(
+      None, "The teacher the model was distilled from (a path or name), "
+      "for README.md (experiments.ship passes its --teacher); default: "
+      "not stated.")
+  run_report: str | None = option(
+      None, "The report of the run that made the model, for README.md to "
+      "point to (experiments.ship passes its REPORT.md).")
 
 
 def check_app_flags(options, required, files, count_flag):

@@ -31,8 +31,8 @@ import sys
 
 from absl import app
 
-from experiments.app_checks import (check_app_flags, model_facts,
-                                    read_model_card)
+from experiments.app_checks import (AppReadmeOptions, check_app_flags,
+                                    model_facts, read_model_card)
 from experiments.paths import REPO
 from tfmodels.command_options import define_flags, from_flags, option
 from tfmodels.process_lifetime import die_with_parent
@@ -40,7 +40,7 @@ from tfmodels.staging import staged_path, write_file
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
-class ClassifierAppOptions:
+class ClassifierAppOptions(AppReadmeOptions):
   """classifier_app's flags; REQUIRED are checked by `main` (one line each,
   where absl's check prints two)."""
   model: str | None = option(None, "Converted classifier (.tflite) with "
@@ -58,13 +58,6 @@ class ClassifierAppOptions:
   task: str | None = option(
       None, "The task the model was fine-tuned for (finetune --task), for "
       "README.md; default: the one its model card names.")
-  teacher: str | None = option(
-      None, "The teacher the model was distilled from (a path or name), "
-      "for README.md (experiments.ship passes its --teacher); default: "
-      "not stated.")
-  run_report: str | None = option(
-      None, "The report of the run that made the model, for README.md to "
-      "point to (experiments.ship passes its REPORT.md).")
 
 
 define_flags(ClassifierAppOptions)

@@ -36,7 +36,8 @@ import sys
 from absl import app
 
 from android_bench.qa_app import DEFAULT_THREADS
-from experiments.app_checks import check_app_flags, model_facts
+from experiments.app_checks import (AppReadmeOptions, check_app_flags,
+                                    model_facts)
 from experiments.paths import REPO
 from experiments.qa_questions import pick_questions, same_answers, scores
 from tfmodels.command_options import define_flags, from_flags, option
@@ -45,7 +46,7 @@ from tfmodels.process_lifetime import die_with_parent
 from tfmodels.staging import staged_path, write_file
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
-class AppOptions:
+class AppOptions(AppReadmeOptions):
   """qa_app_check's flags; REQUIRED are checked by `main` (one line each,
   where absl's check prints two)."""
   model: str | None = option(None, "Converted QA model (.tflite).")
@@ -65,13 +66,6 @@ class AppOptions:
       None, "Python of the virtual environment holding tflite-support "
       "(`make setup` makes .venv-task): with it the same questions also go "
       "to the TFLite Task Library's BertQuestionAnswerer.")
-  teacher: str | None = option(
-      None, "The teacher the model was distilled from (a path or name), "
-      "for README.md (experiments.ship passes its --teacher); default: "
-      "not stated.")
-  run_report: str | None = option(
-      None, "The report of the run that made the model, for README.md to "
-      "point to (experiments.ship passes its REPORT.md).")
 
 
 define_flags(AppOptions)
