@@ -60,7 +60,7 @@ from experiments.pipeline import Step, python_module
 from experiments.real_teacher import (MINILM, import_step,
                                      tiny_teacher_step)
 from experiments.student_recipe import (RECIPE, carve_command,
-                                        student_command)
+                                        student_steps)
 from tfmodels.command_options import define_flags, from_flags, option
 from tfmodels.data.squad import MAX_SEQ_LENGTH
 from tfmodels.sigterm import exit_on_sigterm
@@ -290,7 +290,7 @@ def build_steps(layout, scale, models=tuple(MODELS)):
     for task, task_name, data_dir in TASKS:
       if model in CARVES:
         steps.append(_carve_step(recipe, model, task, data_dir))
-      steps.append(_finetune_step(recipe, model, task, task_name, data_dir))
+      steps += _finetune_steps(recipe, model, task, task_name, data_dir)
     steps.append(_convert_step(recipe, model))
     if model in SMALL_VOCAB:
       steps.append(_app_step(recipe, model))
@@ -409,12 +409,12 @@ def _plateau_step(recipe, task, task_name, data_dir):
       (layout.run("teacher"),) + recipe.data_inputs, clean=True)
 
 
-def _finetune_step(recipe, model, task, task_name, data_dir):
+def _finetune_steps(recipe, model, task, task_name, data_dir):
   """A model fine-tuned on a task, from where it starts (`Layout.start`);
   every model but the teacher and the baseline learns from the fine-tuned
   teacher of the same task too."""
   if model == "teacher":
-    return _plateau_step(recipe, task, task_name, data_dir)
+    return [_plateau_step(recipe, task, task_name, data_dir)]
   layout, scale = recipe.layout, recipe.scale
   # KroneckerBERT's task stage is its eq. 14 (every layer's outputs
   # and attention scores too); the MobileBERT student learns from the
@@ -432,21 +432,23 @@ def _finetune_step(recipe, model, task, task_name, data_dir):
   every = ("--checkpoint_every", 100, "--keep_checkpoints", 1, "--log_every",
            10)
   if model in CARVES:
-    return Step(f"{model}_{task}", student_command(
-        student_recipe(scale, model, task), task_name,
-        recipe.task_dirs[data_dir], start, output, vocab, length, *teacher,
-        *every), output, (os.path.dirname(start),) + teacher +
-        recipe.data_inputs, clean=True)
+    return student_steps(
+        student_recipe(scale, model, task),
+        (f"heldout_{model}_{task}", f"{model}_{task}"), task_name,
+        recipe.task_dirs[data_dir], layout.path("data", "heldout",
+                                                f"{model}_{task}"),
+        start, output, vocab, length, *teacher,
+        (os.path.dirname(start),) + teacher + recipe.data_inputs, every)
   steps = scale.finetune_steps[model][task == "spam"]
   lr = (scale.teacher_lr if model in ("teacher", "kronecker") else
         scale.student_lr)
-  return Step(f"{model}_{task}", python_module(
+  return [Step(f"{model}_{task}", python_module(
       "tfmodels.training.finetune", "--task", task_name, "--data_dir",
       recipe.task_dirs[data_dir], "--init_dir", start,
       "--model_dir", output, "--vocab_file", vocab, "--max_seq_length",
       length, "--train_steps", steps, "--batch_size",
       scale.finetune_batch_size, "--learning_rate", lr, *every, *kd),
-      output, (start,) + teacher + recipe.data_inputs, clean=True)
+      output, (start,) + teacher + recipe.data_inputs, clean=True)]
 
 
 def _convert_step(recipe, model):

@@ -51,7 +51,7 @@ from experiments.paths import DATA, VOCAB
 from experiments.pipeline import Step, python_module
 from experiments.real_teacher import MINILM, MINILM_LABEL, import_step
 from experiments.student_recipe import (RECIPE, carve_command,
-                                        student_command)
+                                        student_steps)
 from tfmodels.command_options import define_flags, from_flags, option
 from tfmodels.sigterm import exit_on_sigterm
 from tfmodels.staging import write_file
@@ -193,12 +193,12 @@ def _carved_steps(layout, scale):
       "--vocab_file", STUDENT_VOCAB, "--align_steps", scale.align_steps,
       "--overwrite"), layout.run("carve"), (teacher, layout.task_data()),
       clean=True)
-  train = Step("finetune_carved", student_command(
-      recipe, "intent_slot", layout.task_data(), layout.start("carved"),
-      layout.finetuned("carved"), STUDENT_VOCAB, scale.max_seq_length,
-      teacher, *EVERY), layout.finetuned("carved"),
-      (layout.run("carve"), layout.task_data(), teacher))
-  return [carve, train]
+  return [carve, *student_steps(
+      recipe, ("heldout_carved", "finetune_carved"), "intent_slot",
+      layout.task_data(), layout.path("data", "heldout_carved"),
+      layout.start("carved"), layout.finetuned("carved"), STUDENT_VOCAB,
+      scale.max_seq_length, teacher,
+      (layout.run("carve"), layout.task_data(), teacher), EVERY)]
 
 
 def build_steps(layout, scale, configs, models=tuple(MODELS)):

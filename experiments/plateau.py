@@ -22,7 +22,6 @@ finished ones.
 import dataclasses
 import json
 import os
-import random
 import shutil
 import subprocess
 import sys
@@ -31,11 +30,11 @@ from absl import app
 
 from tfmodels.command_options import define_flags, from_flags, option
 from tfmodels.sigterm import exit_on_sigterm
+from tfmodels.training.stop_rule import doublings, plateau_of
 
-# task -> (its data file per split, the metric a doubling must improve,
-# the factor that makes it points)
-TASKS = {"squad": ("{}.json", "f1", 1.0),
-         "spam": ("{}.tsv", "accuracy", 100.0)}
+# task -> (the metric a doubling must improve, the factor that makes it
+# points)
+TASKS = {"squad": ("f1", 1.0), "spam": ("accuracy", 100.0)}
 CURVE = "curve"
 PLATEAU = "plateau.json"
 
@@ -73,54 +72,17 @@ def define_command_flags():
 
 def split_heldout(task, data_dir, n, seed, out):
   """Writes out/train.* (train without the slice) and out/dev.* (the n
-  held-out examples); returns (train, held-out) counts."""
-  from tfmodels.data.squad import load_json
-  from tfmodels.data.text_io import open_text
-  from tfmodels.staging import write_file
-  pattern = TASKS[task][0]
-  source = os.path.join(data_dir, pattern.format("train") + ".gz")
-  if not os.path.exists(source):
-    source = source[:-3]
-  if task == "squad":
-    data = load_json(source)
-    articles = list(data["data"])
-    random.Random(seed).shuffle(articles)
-    parts = articles[n:], articles[:n]
-    texts = [json.dumps(dict(data, data=p)) for p in parts]
-  else:
-    with open_text(source) as f:
-      header, *rows = f.readlines()
-    random.Random(seed).shuffle(rows)
-    parts = rows[n:], rows[:n]
-    texts = [header + "".join(p) for p in parts]
-  if not parts[0] or len(parts[1]) < n:
-    raise ValueError(f"--heldout {n}: {source} has {len(articles if task == 'squad' else rows)} "
-                     "examples; hold out fewer")
-  for split, text in zip(("train", "dev"), texts):
-    write_file(os.path.join(out, pattern.format(split)), text)
-  return len(parts[0]), len(parts[1])
+  held-out examples, which every point's run scores as its dev); returns
+  (train, held-out) counts."""
+  from tfmodels.data.heldout import split
+  return split(task, data_dir, n, seed, out, names=("train", "dev"),
+               flag="--heldout")
 
 
 def score(eval_results, task):
   """The points a doubling must improve, from finetune's eval_results."""
-  _, metric, factor = TASKS[task]
+  metric, factor = TASKS[task]
   return factor * eval_results[metric]
-
-
-def doublings(first, max_steps):
-  """S, 2S, 4S ... up to max_steps."""
-  steps = first
-  while steps <= max_steps:
-    yield steps
-    steps *= 2
-
-
-def plateau_of(curve, min_gain):
-  """(last doubling's gain or None, reached?) of [(steps, score)]."""
-  if len(curve) < 2:
-    return None, False
-  gain = curve[-1][1] - curve[-2][1]
-  return gain, gain < min_gain
 
 
 def _run(argv):
@@ -189,7 +151,7 @@ def finish(options, curve, run_dir):
   with open(os.path.join(options.model_dir, CURVE, "data",
                          "counts.json")) as f:
     counts = json.load(f)
-  plateau = {"task": options.task, "metric": TASKS[options.task][1],
+  plateau = {"task": options.task, "metric": TASKS[options.task][0],
              "steps": [s for s, _ in curve],
              "heldout_score": [round(v, 2) for _, v in curve],
              "last_doubling_gain": None if gain is None else round(gain, 2),

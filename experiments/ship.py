@@ -113,7 +113,16 @@ class Options:
   teacher_finetune_steps: int = option(0, "Fine-tune a teacher without a "
                                        "task head for this many steps.")
   student_steps: int = option(_default("student_steps"), "Task-stage "
-                              "distillation steps of the student.")
+                              "distillation steps of the student (with "
+                              "--student_heldout: at most).")
+  student_heldout: int = option(
+      _default("student_heldout"), "Training examples (QA articles, spam "
+      "rows) held out to score the student as it trains; it stops at the "
+      "first doubling of its steps that gains less than half a point "
+      "(0: a fixed --student_steps run on all of train).")
+  student_max_minutes: float = option(
+      _default("student_max_minutes"), "With --student_heldout: the "
+      "student's training stops after this many minutes (0: no cap).")
   batch_size: int = option(_default("batch_size"), "Training batch size.")
   learning_rate: float = option(_default("learning_rate"), "The student's "
                                 "peak learning rate.")
@@ -211,12 +220,15 @@ def make_plan(options):
     if getattr(options, name) < 1:
       raise ShipError(f"--{name} {getattr(options, name)}: must be >= 1")
   for name in ("recover_steps", "qat_steps", "teacher_finetune_steps",
-               "max_seq_length", "train_max_seq_length"):
+               "max_seq_length", "train_max_seq_length", "student_heldout"):
     if getattr(options, name) < 0:
       raise ShipError(f"--{name} {getattr(options, name)}: must be >= 0")
   for name in ("learning_rate", "teacher_learning_rate"):
     if not getattr(options, name) > 0:
       raise ShipError(f"--{name} {getattr(options, name)}: must be above 0")
+  if not 0 <= options.student_max_minutes < float("inf"):
+    raise ShipError(f"--student_max_minutes {options.student_max_minutes:g}"
+                    ": give minutes, 0 or more")
   if not 0 <= options.min_secs < float("inf"):
     raise ShipError(f"--min_secs {options.min_secs:g}: give seconds, 0 or "
                     "more")
@@ -245,6 +257,8 @@ def make_plan(options):
       teacher_learning_rate=options.teacher_learning_rate,
       recover_steps=options.recover_steps,
       calibration_examples=options.calibration_examples,
+      student_heldout=options.student_heldout,
+      student_max_minutes=options.student_max_minutes,
       calibration_samples=options.calibration_samples,
       qat_steps=options.qat_steps, num_runs=options.num_runs,
       min_secs=options.min_secs,

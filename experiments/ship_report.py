@@ -136,7 +136,9 @@ def collect(out):
                  max_latency_ms=(search.get("budget") or {}).get(
                      "max_latency_ms"),
                  split=search.get("chosen"),
-                 within_budget=_within(student, budget, search))
+                 within_budget=_within(student, budget, search),
+                 plateau=read_json(os.path.join(layout.student,
+                                                "plateau.json")))
   carving = read_json(os.path.join(layout.carved_model, "carving.json"))
   app_answers = read_json(os.path.join(layout.app, "answers.json"))
   metric = METRICS.get(plan.get("task"), DEFAULT_METRIC)
@@ -290,6 +292,7 @@ def markdown(summary):
                    f"{r['int8_mb']:.2f} | {r['latency_ms']:.2f} | "
                    f"{r['score']:.3f} | {'yes' if r['chosen'] else ''} |")
     lines.append("")
+  lines += _plateau_lines(s.get("plateau"), metric)
   carving = summary["carving"] or {}
   if carving.get("dev_carved"):
     lines += ["## Carving", "",
@@ -326,6 +329,18 @@ def markdown(summary):
     lines.append(f"\nWall time of this run up to its report: "
                  f"{summary['wall_seconds'] / 60:.1f} min.")
   return "\n".join(lines) + "\n"
+
+
+def _plateau_lines(plateau, metric):
+  """The student's held-out curve (--student_heldout) and why it ended."""
+  if not plateau or not plateau.get("points"):
+    return []
+  points = ", ".join(f"{p['steps']} steps {p['score']:.1f}"
+                     for p in plateau["points"])
+  return ["## The student's training", "",
+          f"Scored on the slice of train held out ({metric}, points) as it "
+          f"trained: {points}. It ended after {plateau['steps']} steps: "
+          f"{plateau['stopped']}.", ""]
 
 
 def _shape(shape):

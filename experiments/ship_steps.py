@@ -27,7 +27,7 @@ from experiments.paths import task_library_flags
 from experiments.pipeline import Step, python_module
 from experiments.result_files import read_json
 from experiments.student_recipe import (RECIPE, carve_command,
-                                        student_command)
+                                        student_steps)
 
 MODES = ("float32", "int8")
 # Post-training int8 losing more than this many points of the task metric
@@ -41,7 +41,7 @@ DEFAULT_APP_LENGTH = 128
 
 # Every step a run may have, in order (--force takes these names).
 STEP_NAMES = ("teacher", "teacher_finetune", "search", "convert_teacher",
-              "carve", "student", "convert_student", "convert_student_qat",
+              "carve", "heldout", "student", "convert_student", "convert_student_qat",
               "latency", "app", "arm64", "report")
 # Held-out questions the QA files are scored on through the app's twin (the
 # app step: picked vs default length; the arm64 step: host vs arm64).
@@ -72,6 +72,8 @@ class Plan:
   teacher_learning_rate: float = 1e-4
   recover_steps: int = RECIPE.recover_steps
   calibration_examples: int = RECIPE.calibration_examples
+  student_heldout: int = RECIPE.heldout  # > 0: trained to its plateau
+  student_max_minutes: float = RECIPE.max_minutes
   calibration_samples: int = 64
   qat_steps: int = 200
   num_runs: int = 20
@@ -90,7 +92,8 @@ class Plan:
     return dataclasses.replace(
         RECIPE, steps=self.student_steps, batch_size=self.batch_size,
         learning_rate=self.learning_rate, recover_steps=self.recover_steps,
-        calibration_examples=self.calibration_examples)
+        calibration_examples=self.calibration_examples,
+        heldout=self.student_heldout, max_minutes=self.student_max_minutes)
 
 
 class Layout:
@@ -132,6 +135,11 @@ class Layout:
   @property
   def student(self):
     return self.path("finetune", "student")
+
+  @property
+  def heldout_data(self):
+    """The student's data with a slice of train held out (`heldout`)."""
+    return self.path("data", "heldout")
 
   def tflite(self, name):
     return self.path("tflite", name)
@@ -320,14 +328,17 @@ def _add_carve(chain, split):
 
 
 def _add_student(chain):
-  """The task stage: distilled from the teacher as the recipe says."""
+  """The task stage: distilled from the teacher as the recipe says (with
+  --student_heldout, on train without a slice that scores it as it goes
+  until more steps stop helping)."""
   plan, layout = chain.plan, chain.layout
   teacher = layout.teacher(plan)
-  chain.add("student", student_command(
-      plan.recipe(), plan.task, plan.data_dir, layout.carved_model,
-      layout.student, _vocab(layout), plan.train_max_seq_length, teacher,
-      "--checkpoint_every", 1000, "--log_every", 10),
-      layout.student, [layout.carving, teacher])
+  chain.steps += student_steps(
+      plan.recipe(), ("heldout", "student"), plan.task, plan.data_dir,
+      layout.heldout_data, layout.carved_model, layout.student,
+      _vocab(layout), plan.train_max_seq_length, teacher,
+      (layout.carving, teacher), ("--checkpoint_every", 1000, "--log_every",
+                                  10))
 
 
 def curve_lengths(max_length):

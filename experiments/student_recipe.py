@@ -2,17 +2,18 @@
 
     recipe = dataclasses.replace(RECIPE, steps=400)  # a row's override
     carve = carve_command(recipe, teacher, data, model_dir, ("--heads", 6))
-    train = student_command(recipe, "squad", data, model_dir, student_dir,
-                            vocab, 128, teacher)
+    steps = student_steps(recipe, ("heldout", "student"), "squad", data,
+                          heldout_dir, model_dir, student_dir, vocab, 128,
+                          teacher)
 
 The carve (compress: the caller says what is cut, the recipe how the cut
 model recovers) and the task stage (finetune: what of the teacher the
-student learns, for how long, how fast). `ship`, `distill_from_minilm` and
-`mixed_vocab_student` build their carve and student steps here, so a better
-recipe reaches all three; a run or an experiment's row overrides fields by
-name. The command lines are checked against the commands' own options as
-they are built (`command`), so a renamed flag fails when the steps are made,
-not hours into a run.
+student learns, for how long or until a held-out slice stops improving, how
+fast). `ship`, `distill_from_minilm` and `mixed_vocab_student` build their
+carve and student steps here, so a better recipe reaches all three; a run
+or an experiment's row overrides fields by name. The command lines are
+checked against the commands' own options as they are built (`command`), so
+a renamed flag fails when the steps are made, not hours into a run.
 """
 
 import ast
@@ -21,7 +22,7 @@ import functools
 import importlib.util
 import keyword
 
-from experiments.pipeline import python_module
+from experiments.pipeline import Step, python_module
 
 
 @dataclasses.dataclass(frozen=True)
@@ -47,6 +48,16 @@ class StudentRecipe:
   batch_size: int = 16
   learning_rate: float = 2e-4
   warmup_fraction: float = 0.1
+  # tfmodels.data.heldout --examples, then finetune --eval_split heldout:
+  # `heldout` training examples (QA articles, spam rows) held out and
+  # scored as the student trains, the run ending at the first doubling of
+  # its steps (from eval_first_steps) that gains less than min_gain
+  # points, or at `steps` (then a cap), or after max_minutes (0: no cap).
+  # 0 held out: a run of `steps`, on all of train.
+  heldout: int = 0
+  eval_first_steps: int = 100
+  min_gain: float = 0.5
+  max_minutes: float = 0.0
 
   def record(self):
     return dataclasses.asdict(self)
@@ -68,17 +79,43 @@ def carve_command(recipe, teacher_dir, data_dir, model_dir, cut, *more):
       "--calibration_examples", recipe.calibration_examples, *more)
 
 
-def student_command(recipe, task, data_dir, init_dir, model_dir, vocab_file,
-                    max_seq_length, teacher_dir, *more):
-  """finetune's command line for the task stage of a carved student
-  learning from `teacher_dir`; `more`: checkpointing and logging flags."""
+def student_steps(recipe, names, task, data_dir, heldout_dir, init_dir,
+                  model_dir, vocab_file, max_seq_length, teacher_dir,
+                  inputs=(), more=()):
+  """The task stage of a carved student learning from `teacher_dir`, as
+  pipeline steps named `names` (held-out data, training). With
+  `recipe.heldout` a first step writes train without the slice, the slice
+  and dev to `heldout_dir` (tfmodels.data.heldout), which the training
+  step then reads; otherwise the training step alone, on `data_dir`.
+  `inputs`: the training step's inputs (the pipeline's); `more`: its
+  checkpointing and logging flags."""
+  steps = []
+  if recipe.heldout:
+    steps.append(Step(names[0], command(
+        "tfmodels.data.heldout", "--task", task, "--data_dir", data_dir,
+        "--examples", recipe.heldout, "--output_dir", heldout_dir),
+        heldout_dir, (), clean=True))
+    data_dir, inputs = heldout_dir, (*inputs, heldout_dir)
+  steps.append(Step(names[1], _student_command(
+      recipe, task, data_dir, init_dir, model_dir, vocab_file,
+      max_seq_length, teacher_dir, *more), model_dir, tuple(inputs),
+      clean=True))
+  return steps
+
+
+def _student_command(recipe, task, data_dir, init_dir, model_dir, vocab_file,
+                     max_seq_length, teacher_dir, *more):
+  curve = ("--eval_split", "heldout", "--eval_first_steps",
+           recipe.eval_first_steps, "--min_gain", recipe.min_gain,
+           "--max_minutes", recipe.max_minutes) if recipe.heldout else ()
   return command(
       "tfmodels.training.finetune", "--task", task, "--data_dir", data_dir,
       "--init_dir", init_dir, "--model_dir", model_dir, "--vocab_file",
       vocab_file, "--max_seq_length", max_seq_length, "--train_steps",
       recipe.steps, "--batch_size", recipe.batch_size, "--learning_rate",
       recipe.learning_rate, "--warmup_fraction", recipe.warmup_fraction,
-      "--teacher_dir", teacher_dir, "--task_kd", recipe.task_kd, *more)
+      "--teacher_dir", teacher_dir, "--task_kd", recipe.task_kd, *curve,
+      *more)
 
 
 def command(module, *args):

@@ -62,16 +62,6 @@ def test_a_slice_as_large_as_train_is_refused(tmp_path):
     plateau.split_heldout("spam", str(source), 2, 7, str(tmp_path / "out"))
 
 
-def test_doubling_stops_at_the_first_gain_below_the_threshold():
-  assert list(plateau.doublings(200, 1600)) == [200, 400, 800, 1600]
-  assert plateau.plateau_of([(200, 60.0)], 0.5) == (None, False)
-  gain, reached = plateau.plateau_of([(200, 60.0), (400, 64.0)], 0.5)
-  assert gain == pytest.approx(4.0) and not reached
-  gain, reached = plateau.plateau_of([(400, 64.0), (800, 64.3)], 0.5)
-  assert gain == pytest.approx(0.3) and reached
-  assert plateau.plateau_of([(400, 64.0), (800, 63.0)], 0.5)[1]  # a loss
-
-
 def test_the_curve_runs_until_a_doubling_gains_too_little(tmp_path,
                                                           monkeypatch):
   """Scripted scores 50, 60, 60.3, 61: the third point gains 0.3 < 0.5, so

@@ -128,12 +128,19 @@ def _check_app_readme(out, summary, teacher, data, task):
 
 def test_a_hugging_face_qa_teacher_ships_to_the_app(qa_data, tmp_path):
   out = str(tmp_path / "ship")
+  # The student trains on train without 4 articles, scored on them.
   done = _ship("--teacher", QA_TEACHER, "--data_dir", qa_data,
-               "--output_dir", out, "--target_params", "0.6", *TINY)
+               "--output_dir", out, "--target_params", "0.6",
+               "--student_heldout", "4", *TINY)
   assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
   summary = _summary(out)
   _check_summary(summary, out, "f1")
   student = summary["student"]
+  plateau = student["plateau"]
+  assert [p["steps"] for p in plateau["points"]] == [3]
+  assert plateau["stopped"] == "the step cap (3 steps) was reached"
+  assert "## The student's training" in open(
+      os.path.join(out, "REPORT.md")).read()
   assert student["max_seq_length"] == SEQUENCE_LENGTH  # the Task Library's
   assert student["budget"] == {"target_params": 0.6}
   assert student["within_budget"] == {"params": True}
@@ -145,14 +152,16 @@ def test_a_hugging_face_qa_teacher_ships_to_the_app(qa_data, tmp_path):
   _check_app_readme(out, summary, QA_TEACHER, qa_data, "squad")
   # A second run finds every step done.
   again = _ship("--teacher", QA_TEACHER, "--data_dir", qa_data,
-                "--output_dir", out, "--target_params", "0.6", *TINY)
+                "--output_dir", out, "--target_params", "0.6",
+                "--student_heldout", "4", *TINY)
   assert again.returncode == 0, again.stderr[-2000:]
   ran = [l for l in again.stdout.splitlines() if "finished in" in l
          and l.startswith("[")]
   assert not ran, ran
   # Other settings into the same directory: refused in one line.
   other = _ship("--teacher", QA_TEACHER, "--data_dir", qa_data,
-                "--output_dir", out, "--target_params", "0.5", *TINY)
+                "--output_dir", out, "--target_params", "0.5",
+                "--student_heldout", "4", *TINY)
   assert other.returncode == 1
   assert other.stderr.strip().splitlines()[-1] == (
       f"error: --output_dir {out} holds a ship run with other settings "
@@ -257,7 +266,8 @@ def test_a_hugging_face_classifier_ships_with_its_labels(spam_data,
   assert again.returncode == 0, again.stdout[-3000:] + again.stderr[-3000:]
   ran = {l.split(":")[0].split("] ")[-1] for l in again.stdout.splitlines()
          if l.startswith("[") and "finished in" in l}
-  assert ran >= set(STEP_NAMES) - {"teacher_finetune", "arm64"} - (
+  assert ran >= set(STEP_NAMES) - {"teacher_finetune", "heldout",
+                                    "arm64"} - (
       set() if os.path.isdir(Layout(out).tflite("student_qat"))
       else {"convert_student_qat"}), again.stdout[-3000:]
   with open(os.path.join(out, "mine.txt")) as f:
@@ -289,8 +299,10 @@ def test_a_budget_no_split_meets_is_refused_before_any_training(qa_data,
      "--benchmark_binary (LiteRT's Android benchmark_model)"),
     (("--target_mb", "5", "--force", "nothing"), "error: --force nothing: "
      "not a step (steps: teacher, teacher_finetune, search, convert_teacher, "
-     "carve, student, convert_student, convert_student_qat, latency, app, "
-     "arm64, report)"),
+     "carve, heldout, student, convert_student, convert_student_qat, "
+     "latency, app, arm64, report)"),
+    (("--target_mb", "5", "--student_max_minutes", "-1"), "error: "
+     "--student_max_minutes -1: give minutes, 0 or more"),
     (("--target_mb", "5", "--min_secs", "-1"), "error: --min_secs -1: give "
      "seconds, 0 or more"),
 ])

@@ -23,7 +23,8 @@ import dataclasses, json, sys
 from experiments import student_recipe
 student_recipe.RECIPE = dataclasses.replace(
     student_recipe.RECIPE, substitute="gelu=relu", recover_learning_rate=3e-4,
-    task_kd="hidden", learning_rate=7e-4, warmup_fraction=0.25)
+    task_kd="hidden", learning_rate=7e-4, warmup_fraction=0.25,
+    **json.loads(sys.argv[2]))
 consumer = sys.argv[1]
 if consumer == "ship":
   from experiments import ship_steps
@@ -43,7 +44,8 @@ else:
                         {"teacher": "/t.json", "student": "/s.json"},
                         ("teacher", "carved"))
   names = ("carve", "finetune_carved")
-print(json.dumps({s.name: s.command for s in steps if s.name in names}))
+print(json.dumps({s.name: [s.command, s.output, s.inputs] for s in steps
+                  if s.name in names or s.name.startswith("heldout")}))
 """
 
 
@@ -54,13 +56,21 @@ def _flags(command_line):
           if a.startswith("--")}
 
 
+def _consumer_steps(consumer, **changed):
+  """{step name: [command, output, inputs]} of `consumer`'s carved student
+  when RECIPE's defaults change (and by `changed`)."""
+  child = subprocess.run([sys.executable, "-c", _CHANGED, consumer,
+                          json.dumps(changed)],
+                         cwd=REPO, capture_output=True, text=True)
+  assert child.returncode == 0, child.stderr[-3000:]
+  return json.loads(child.stdout.splitlines()[-1])
+
+
 @pytest.mark.parametrize("consumer", ["ship", "distill_from_minilm",
                                       "mixed_vocab_student"])
 def test_a_changed_default_reaches_every_student(consumer):
-  child = subprocess.run([sys.executable, "-c", _CHANGED, consumer],
-                         cwd=REPO, capture_output=True, text=True)
-  assert child.returncode == 0, child.stderr[-3000:]
-  commands = json.loads(child.stdout.splitlines()[-1])
+  steps = _consumer_steps(consumer)
+  commands = {name: step[0] for name, step in steps.items()}
   assert len(commands) in (2, 4), commands
   for name, line in commands.items():
     flags = _flags(line)
@@ -71,6 +81,43 @@ def test_a_changed_default_reaches_every_student(consumer):
       assert "tfmodels.training.finetune" in line, name
       assert (flags["--task_kd"], flags["--learning_rate"],
               flags["--warmup_fraction"]) == ("hidden", "0.0007", "0.25"), name
+
+
+@pytest.mark.parametrize("consumer", ["ship", "distill_from_minilm",
+                                      "mixed_vocab_student"])
+def test_a_held_out_slice_reaches_every_student(consumer):
+  """recipe.heldout > 0: a step holds the slice out of train, and the
+  student trains on the rest, scored on the slice until it plateaus."""
+  steps = _consumer_steps(consumer, heldout=50, eval_first_steps=25,
+                          max_minutes=30.0)
+  held = {n: s for n, s in steps.items() if n.startswith("heldout")}
+  trained = {n: s for n, s in steps.items()
+             if "tfmodels.training.finetune" in s[0]}
+  assert len(held) == len(trained) in (1, 2), list(steps)
+  for (_, (cut, out, _)), (name, (line, _, inputs)) in zip(
+      sorted(held.items()), sorted(trained.items())):
+    assert "tfmodels.data.heldout" in cut and _flags(cut)["--examples"] == "50"
+    assert _flags(cut)["--output_dir"] == out
+    flags = _flags(line)
+    assert flags["--data_dir"] == out and out in inputs, name
+    assert (flags["--eval_split"], flags["--eval_first_steps"],
+            flags["--min_gain"], flags["--max_minutes"]) == (
+                "heldout", "25", "0.5", "30.0"), name
+  assert not any("--eval_split" in s[0] for s in _consumer_steps(
+      consumer).values())
+
+
+def test_the_report_shows_the_students_curve():
+  from experiments.ship_report import _plateau_lines
+  plateau = {"points": [{"steps": 100, "score": 61.25},
+                        {"steps": 200, "score": 61.5}], "steps": 200,
+             "stopped": "a doubling (100 -> 200 steps) gained 0.25 < 0.5 "
+                        "points"}
+  assert _plateau_lines(plateau, "f1")[2] == (
+      "Scored on the slice of train held out (f1, points) as it trained: "
+      "100 steps 61.2, 200 steps 61.5. It ended after 200 steps: a doubling "
+      "(100 -> 200 steps) gained 0.25 < 0.5 points.")
+  assert _plateau_lines(None, "f1") == []
 
 
 def test_a_flag_the_command_lacks_fails_as_the_steps_are_built(monkeypatch):

@@ -1,6 +1,7 @@
 """KroneckerBERT's task-stage KD (eq. 14): each term against numpy, and
 `finetune --teacher_dir` end to end."""
 
+import json
 import random
 import subprocess
 import sys
@@ -98,6 +99,46 @@ def test_each_term_matches_numpy(pair, head):
   np.testing.assert_allclose(loss, logit + supervised, rtol=1e-5)
 
 
+@pytest.mark.parametrize("head", ["classifier", "span"])
+def test_soft_targets_computed_once_are_the_live_teachers(pair, head):
+  """finetune --task_kd prediction reads the teacher's logits from the
+  features (teacher_targets): the same numbers and the same loss as the
+  teacher run at every step."""
+  from tfmodels.distillation import teacher_targets
+  teacher_config, student_config = pair
+  head = Head("classifier", num_classes=3) if head == "classifier" else (
+      Head("span"))
+  teacher = build_model(teacher_config, head)
+  student = build_model(student_config, head)
+  task = (ClassificationTask("mnli", "", None, 12) if head.kind ==
+          "classifier" else SpanTask("squad", "", None, 12))
+  rng = np.random.default_rng(2)
+  features = {k: v.numpy() for k, v in make_features(
+      [list(rng.integers(5, 90, n)) for n in (12, 7, 9, 3, 11)],
+      seq_len=12).items()}
+  features["label_ids"] = np.array([0, 2, 1, 1, 0], np.int32)
+  features["start_positions"] = np.array([3, 1, 0, 2, 5], np.int32)
+  features["end_positions"] = np.array([4, 5, 0, 2, 9], np.int32)
+  carried = {**features, **teacher_targets.teacher_logits(teacher, task,
+                                                          features)}
+  live = teacher({k: features[k] for k in ("input_ids", "input_mask",
+                                           "segment_ids")}, training=False)
+  assert set(carried) - set(features) == {
+      "teacher/" + k for k in task.logit_keys}
+  for key in task.logit_keys:
+    np.testing.assert_allclose(carried["teacher/" + key], live[key],
+                               rtol=1e-5, atol=1e-6)
+  batch = {k: v[1:4] for k, v in carried.items()}
+  loss, metrics = teacher_targets.loss_fn(student, task)(batch)
+  want, want_metrics = finetuning_loss(student, teacher, task,
+                                       intermediate="prediction")(
+      {k: v for k, v in batch.items() if not k.startswith("teacher/")})
+  assert set(metrics) == set(want_metrics) == {"logit_kd", "task"}
+  for k in metrics:
+    np.testing.assert_allclose(metrics[k], want_metrics[k], rtol=1e-5)
+  np.testing.assert_allclose(loss, want, rtol=1e-5)
+
+
 def test_finetune_with_teacher(tmp_path, pair):
   teacher_config, student_config = pair
   rng = random.Random(0)
@@ -117,13 +158,13 @@ def test_finetune_with_teacher(tmp_path, pair):
   save_model_dir(build_model(teacher_config, Head("span")), teacher_config,
                  Head("span"), str(span_dir))
 
-  def finetune(teacher, run):
+  def finetune(teacher, run, *args):
     return subprocess.run(
         [sys.executable, "-m", "tfmodels.training.finetune", "--task",
          "sst-2", "--data_dir", str(data), "--init_dir", str(student_dir),
          "--teacher_dir", str(teacher), "--model_dir", str(run),
          "--vocab_file", VOCAB, "--max_seq_length", "16", "--train_steps",
-         "4", "--batch_size", "8", "--log_every", "2"],
+         "4", "--batch_size", "8", "--log_every", "2", *args],
         capture_output=True, text=True, env=_env())
 
   result = finetune(teacher_dir, tmp_path / "run")
@@ -134,6 +175,25 @@ def test_finetune_with_teacher(tmp_path, pair):
   wrong = finetune(span_dir, tmp_path / "run2")
   assert wrong.returncode != 0
   assert "span head" in wrong.stderr.strip().splitlines()[-1]
+
+  # Soft targets alone: the teacher's logits computed once; scored on a
+  # held-out split at 1, 2, 4 ... steps, the run ends at the first doubling
+  # gaining too little (every one, at --min_gain 1000), long before its cap.
+  write_lines(data / "heldout.tsv", _sst_rows(rng, 16))
+  run = tmp_path / "run3"
+  result = finetune(teacher_dir, run, "--task_kd", "prediction",
+                    "--eval_split", "heldout", "--eval_first_steps", "1",
+                    "--min_gain", "1000", "--train_steps", "40")
+  assert result.returncode == 0, result.stderr[-1000:]
+  assert "the teacher's logits on 64 train rows computed once" in (
+      result.stdout)
+  plateau = json.loads((run / "plateau.json").read_text())
+  assert [p["steps"] for p in plateau["points"]] == [1, 2]
+  assert plateau["steps"] == 2 and plateau["split"] == "heldout"
+  assert plateau["stopped"].startswith("a doubling (1 -> 2 steps) gained")
+  assert all(0 <= p["score"] <= 100 for p in plateau["points"])
+  assert (run / "ckpt-2.index").exists() and not (run / "ckpt-40.index").exists()
+  assert (run / "eval_results.json").exists()
 
 
 def test_transfer_adds_mobilebert_layer_losses_at_every_layer():

@@ -195,9 +195,11 @@ def split_path(data_dir, split):
 
 
 def read_split(task, data_dir, split):
-  """Examples of `<data_dir>/<split>.tsv[.gz]`; split must be in task.splits."""
+  """Examples of `<data_dir>/<split>.tsv[.gz]`; split must be in task.splits
+  or a labelled file of its own there (a slice held out of train)."""
   task = get_task(task) if isinstance(task, str) else task
-  if split not in task.splits:
+  if split not in task.splits and not os.path.exists(
+      split_path(data_dir, split)):
     raise ValueError(f"{task.name} has no split {split!r}; splits are "
                      f"{list(task.splits)}")
   return read_examples(task, split_path(data_dir, split), split=split)

@@ -15,12 +15,24 @@ checkpoint; its encoder weights start the task model. The run checkpoints
 and resumes like `pretrain` (with the --init_dir and --teacher_dir it
 started with: `run_start.py`), and writes dev metrics to eval_results.json.
 An empty train or dev split is refused before any work.
+
+Trained until more training stops helping: with --eval_split (a slice held
+out of train, written beside it in --data_dir) the run scores that split at
+--eval_first_steps, twice that, four times ... and ends at the first
+doubling that gains less than --min_gain points (`stop_rule.py`), or at
+--train_steps or --max_minutes; plateau.json holds the curve and why it
+ended. The learning rate still decays towards --train_steps, the cap.
+
+With --task_kd prediction the teacher's logits on the train rows are
+computed once before the first step (`distillation/teacher_targets.py`):
+the same loss, without a teacher forward pass per step.
 """
 
 import dataclasses
 import json
 import os
 import sys
+import time
 
 from absl import app, flags, logging
 
@@ -33,6 +45,7 @@ from tfmodels.training.run_flags import (RunOptions, check_run_flags,
                                          set_precision)
 
 FLAGS = flags.FLAGS
+PLATEAU = "plateau.json"  # the --eval_split curve (see _Curve)
 TASK_KD_MODES = ("all", "transfer", "hidden", "prediction")
 
 
@@ -67,6 +80,18 @@ class FinetuneOptions(RunOptions):
   max_seq_length: int = option(128, "Tokens per example.")
   warmup_fraction: float = option(0.1, "Share of steps warming up "
                                   "(overrides --warmup_steps when > 0).")
+  eval_split: str | None = option(
+      None, "A split of --data_dir held out of train (e.g. `heldout`), "
+      "scored at --eval_first_steps, twice that, four times ...; the run "
+      "ends at the first doubling that gains less than --min_gain points, "
+      "at --train_steps or at --max_minutes (curve and reason in "
+      "plateau.json).")
+  eval_first_steps: int = option(100, "With --eval_split: the steps of the "
+                                 "curve's first point.")
+  min_gain: float = option(0.5, "With --eval_split: a doubling gaining less "
+                           "(points: F1, or accuracy x 100) ends the run.")
+  max_minutes: float = option(0.0, "With --eval_split: minutes of training "
+                              "after which the run ends (0: no cap).")
 
 
 define_flags(FinetuneOptions)
@@ -77,7 +102,13 @@ def main(argv):
     raise app.UsageError(f"unexpected arguments: {' '.join(argv[1:])}")
   options = from_flags(FinetuneOptions, FLAGS)
   error = nonfinite_float_flag(FLAGS) or check_run_flags(
-      options, {"max_seq_length": (1, None), "warmup_fraction": (0.0, 1.0)})
+      options, {"max_seq_length": (1, None), "warmup_fraction": (0.0, 1.0),
+                "eval_first_steps": (1, None), "max_minutes": (0.0, None)})
+  if not error and options.max_minutes and (
+      options.distribution_strategy == "multi_worker_mirrored"):
+    # Each worker's clock would decide alone; a step count they all share.
+    error = ("--max_minutes: the workers of multi_worker_mirrored would each "
+             "stop by their own clock; cap the run with --train_steps")
   if error:
     sys.exit(f"error: {error}")
   logging.set_verbosity(logging.WARNING)
@@ -102,6 +133,8 @@ def main(argv):
     task = make_task(options.task, options.data_dir, tokenizer,
                      options.max_seq_length)
     task.check_split("dev")  # scored at the end: refused now, not then
+    if options.eval_split:
+      task.check_split(options.eval_split)
     spec = {"task": options.task, "max_seq_length": options.max_seq_length,
             "vocab_file": os.path.abspath(options.vocab_file)}
     spec = with_record(spec, tokenizer.vocab, options.model_dir)  # size, hash
@@ -188,6 +221,14 @@ def _train(strategy, model, optimizer, task, features, teacher, options,
     from tfmodels.distillation import cross_vocab
     features = {**features, **targets}
     loss_fn = cross_vocab.loss_fn(model, task)
+  elif teacher is not None and options.task_kd == "prediction":
+    from tfmodels.distillation import teacher_targets
+    began = time.monotonic()
+    features = {**features,
+                **teacher_targets.teacher_logits(teacher, task, features)}
+    print(f"the teacher's logits on {len(features['input_ids'])} train rows "
+          f"computed once ({time.monotonic() - began:.0f} s)", flush=True)
+    loss_fn = teacher_targets.loss_fn(model, task)
   elif teacher is not None:
     loss_fn = finetuning_loss(model, teacher, task,
                               intermediate=options.task_kd)
@@ -203,10 +244,14 @@ def _train(strategy, model, optimizer, task, features, teacher, options,
                   drop_remainder=True)
     return ds.skip(trainer.start_step).prefetch(2)
 
-  iterator = iter(strategy.distribute_datasets_from_function(dataset_fn))
-  trainer.train(iterator, loss_fn,
-                options.train_steps, checkpoint_every=options.checkpoint_every,
-                log_every=options.log_every, description=options.task)
+  curve = _Curve(options, task, model, trainer) if options.eval_split \
+      else None
+  if curve is None or not curve.ended:
+    iterator = iter(strategy.distribute_datasets_from_function(dataset_fn))
+    trainer.train(iterator, loss_fn, options.train_steps,
+                  checkpoint_every=options.checkpoint_every,
+                  log_every=options.log_every, description=options.task,
+                  should_stop=curve and curve.should_stop)
   if trainer.chief:
     results = task.evaluate(model, "dev")
     path = os.path.join(options.model_dir, "eval_results.json")
@@ -215,6 +260,67 @@ def _train(strategy, model, optimizer, task, features, teacher, options,
     except OSError as e:  # a full disk; the checkpoints are whole
       raise refused(path, "the dev metrics", e) from None
     print(f"dev: {json.dumps(results)}")
+
+
+class _Curve:
+  """The run's held-out curve (--eval_split): scored at the rule's points
+  and where the run ends, written to plateau.json after each point, so a
+  resumed run keeps its points up to its checkpoint."""
+
+  def __init__(self, options, task, model, trainer):
+    from tfmodels.training.stop_rule import StopRule
+    self.task, self.model, self.chief = task, model, trainer.chief
+    self.split = options.eval_split
+    self.rule = StopRule(options.eval_first_steps, options.train_steps,
+                         options.min_gain, options.max_minutes)
+    self.path = os.path.join(options.model_dir, PLATEAU)
+    start = trainer.start_step
+    held = _read_plateau(self.path) if start else {}
+    self.points = [p for p in held.get("points", []) if p["steps"] <= start]
+    self.reason = held.get("stopped") if held.get("steps") == start else None
+    self.ended = self.reason is not None or start >= options.train_steps
+    self.minutes_before = self.points[-1]["minutes"] if self.points else 0.0
+    self.began = time.monotonic()
+
+  def should_stop(self, step):
+    minutes = self.minutes_before + (time.monotonic() - self.began) / 60
+    ends = step >= self.rule.max_steps or self.rule.out_of_time(minutes)
+    if not (self.rule.is_point(step) or ends):
+      return False
+    points = self.task.points(self.task.evaluate(self.model, self.split))
+    self.points.append({"steps": step, "score": round(points, 4),
+                        "minutes": round(minutes, 3)})
+    self.reason = self.rule.reason(
+        [(p["steps"], p["score"]) for p in self.points], step, minutes)
+    print(f"{self.split} at step {step}: {points:.2f}"
+          + (f"; the run ends: {self.reason}" if self.reason else ""),
+          flush=True)
+    if self.chief:
+      from tfmodels.staging import write_file
+      from tfmodels.write_errors import refused
+      try:
+        write_file(self.path, json.dumps({
+            "split": self.split, "rule": dataclasses.asdict(self.rule),
+            "points": self.points, "steps": step, "stopped": self.reason},
+            indent=2))
+      except OSError as e:
+        raise refused(self.path, "the held-out curve", e) from None
+    return self.reason is not None
+
+
+def _read_plateau(path):
+  """A run's plateau.json ({} when absent or unreadable: the points are
+  scored again)."""
+  try:
+    with open(path) as f:
+      held = json.load(f)
+  except (OSError, ValueError):
+    return {}
+  if not (isinstance(held, dict) and isinstance(held.get("points"), list)
+          and all(isinstance(p, dict) and isinstance(p.get("steps"), int)
+                  for p in held["points"])):
+    return {}
+  return held
 
 
 def _teacher_tokenizer(options, tokenizer):

@@ -131,15 +131,20 @@ class Trainer:
 
   def train(self, iterator, loss_fn, total_steps, variables=None,
             checkpoint_every=100, log_every=10, description=None,
-            record=None):
+            record=None, should_stop=None):
     """Steps from start_step to total_steps on batches of `iterator`.
 
     The iterator must start at batch start_step (see the module docstring);
     `variables` default to the model's trainable ones. Returns the steps'
     history rows, also appended to history.jsonl with the fields of
-    `record` (e.g. the distillation stage).
+    `record` (e.g. the distillation stage). `should_stop(step)`, called
+    after each step, ends the run there (checkpointed) when it is true.
     """
     variables = variables or self.model.trainable_variables
+    # Slots made here, not in the step's first call: a tf.function whose
+    # first call creates variables is traced twice (seconds per command).
+    with self.strategy.scope():
+      self.optimizer.build(variables)
     step_fn = tf.function(lambda batch: self._step(batch, loss_fn,
                                                    variables))
     writer = (tf.summary.create_file_writer(
@@ -169,9 +174,12 @@ class Trainer:
             tf.summary.scalar(name, value, step=step)
           tf.summary.scalar("learning_rate", float(tf.convert_to_tensor(
               self.optimizer.learning_rate)), step=step)
-        if step % checkpoint_every == 0 or step == total_steps:
+        stop = should_stop is not None and should_stop(step)
+        if step % checkpoint_every == 0 or step == total_steps or stop:
           self.global_step.assign(step)
           self._save(step)
+        if stop:
+          break
     if not self.chief:  # its copies only existed to take part in saving
       shutil.rmtree(self.manager.directory, ignore_errors=True)
     return history

@@ -9,6 +9,7 @@ and `evaluate` need no per-task branches:
     loss, metrics = task.loss(model, batch)   # per-replica, in training
     task.evaluate(model, "dev")               # {"accuracy": ..., ...}
     task.check_split("dev")                   # read only, before training
+    task.points(task.evaluate(model, "dev"))  # the metric a plateau watches
 
 A split with no examples is refused (ValueError naming its file) by each
 of these; evaluation counts an eval label the train split lacks as wrong.
@@ -18,7 +19,8 @@ Tasks: the GLUE names and `spam` (ClassificationTask), `squad` (SpanTask),
 `# label = ` intent per sentence, the mixed-vocabulary paper's SNIPS task).
 
 `supervised_loss` and `logit_kd` work on outputs already computed, so a
-distillation loss can run the student once for both.
+distillation loss can run the student once for both; `logit_keys` names
+the outputs `logit_kd` reads of the teacher.
 """
 
 import functools
@@ -31,8 +33,8 @@ import tensorflow as tf
 from tfmodels import inference
 from tfmodels.checkpoints.model_dir import Head
 from tfmodels.data import glue, squad, squad_metrics, tagging
-from tfmodels.data.metrics import (glue_metrics, intent_slot_metrics,
-                                   token_accuracy)
+from tfmodels.data.metrics import (TASK_METRICS, glue_metrics,
+                                   intent_slot_metrics, token_accuracy)
 from tfmodels.distillation.losses import soft_cross_entropy
 from tfmodels.inference import model_inputs
 
@@ -93,6 +95,8 @@ def _predicted_ids(logits, trained, label_ids, names, split, what):
 class ClassificationTask:
   """GLUE-layout classification / regression (and our spam task). MNLI has
   no `dev` split: its dev_matched, which finetune scores, stands in."""
+
+  logit_keys = ("logits",)
 
   def __init__(self, name, data_dir, tokenizer, max_seq_length):
     self.name, self.data_dir = name, data_dir
@@ -155,9 +159,15 @@ class ClassificationTask:
                        self.spec.labels, split, "label"))
     return glue_metrics(self.name, features["label_ids"], predictions)
 
+  def points(self, results):
+    """The task's first metric (accuracy, MCC, Pearson) x 100."""
+    return 100 * results[TASK_METRICS[self.name.lower()][0]]
+
 
 class SpanTask:
   """SQuAD v1.1 / v2.0 extractive QA (our WordNet QA set included)."""
+
+  logit_keys = ("start_logits", "end_logits")
 
   def __init__(self, name, data_dir, tokenizer, max_seq_length,
                doc_stride=128, max_query_length=64):
@@ -228,9 +238,14 @@ class SpanTask:
                                     version_2_with_negative=version_2)
     return squad_metrics.evaluate(data, predictions)
 
+  def points(self, results):
+    return results["f1"]
+
 
 class TaggingTask:
   """CoNLL token tagging, the tag on each word's first WordPiece."""
+
+  logit_keys = ("logits",)
 
   def __init__(self, name, data_dir, tokenizer, max_seq_length):
     self.name, self.data_dir = name, data_dir
@@ -298,10 +313,15 @@ class TaggingTask:
     return {"token_accuracy": token_accuracy(
         features["label_ids"], predictions, features["label_weights"])}
 
+  def points(self, results):
+    return 100 * results["token_accuracy"]
+
 
 class IntentSlotTask(TaggingTask):
   """Joint intent + slot tagging (SNIPS; Brown with genre as the intent and
   POS tags as slots): a `# label = <intent>` on every CoNLL sentence."""
+
+  logit_keys = ("intent_logits", "slot_logits")
 
   def _vocabularies(self, sentences, train):
     super()._vocabularies(sentences, train)
@@ -349,6 +369,10 @@ class IntentSlotTask(TaggingTask):
                            features["label_ids"], self.tags, split, "tag")
     return intent_slot_metrics(features["sentence_label_ids"], intents,
                                features["label_ids"], slots, self.tags)
+
+  def points(self, results):
+    """Intent and every slot right, per sentence, x 100."""
+    return 100 * results["sentence_exact_match"]
 
 
 def _token_loss(logits, batch):
