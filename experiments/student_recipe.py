@@ -25,6 +25,10 @@ import keyword
 from experiments.pipeline import Step, python_module
 
 
+# finetune --task_kd modes with layer-wise terms (their weights apply).
+LAYER_KD = ("transfer", "hidden", "carved")
+
+
 @dataclasses.dataclass(frozen=True)
 class StudentRecipe:
   """The student's making; each field is the flag it sets."""
@@ -40,8 +44,12 @@ class StudentRecipe:
   # neurons' importances are taken on.
   calibration_examples: int = 256
   # finetune --task_kd: what of the teacher the student learns besides the
-  # labels (prediction: its soft logits).
+  # labels (prediction: its soft logits; carved: also every layer's hidden
+  # states and each kept head's attention distributions, weighted by
+  # hidden_kd_weight and attention_kd_weight).
   task_kd: str = "prediction"
+  hidden_kd_weight: float = 1.0
+  attention_kd_weight: float = 1.0
   # finetune --train_steps, --batch_size, --learning_rate (peak, after
   # --warmup_fraction of the steps; linear decay).
   steps: int = 300
@@ -108,14 +116,17 @@ def _student_command(recipe, task, data_dir, init_dir, model_dir, vocab_file,
   curve = ("--eval_split", "heldout", "--eval_first_steps",
            recipe.eval_first_steps, "--min_gain", recipe.min_gain,
            "--max_minutes", recipe.max_minutes) if recipe.heldout else ()
+  layers = ("--hidden_kd_weight", recipe.hidden_kd_weight,
+            "--attention_kd_weight", recipe.attention_kd_weight) if (
+                recipe.task_kd in LAYER_KD) else ()
   return command(
       "tfmodels.training.finetune", "--task", task, "--data_dir", data_dir,
       "--init_dir", init_dir, "--model_dir", model_dir, "--vocab_file",
       vocab_file, "--max_seq_length", max_seq_length, "--train_steps",
       recipe.steps, "--batch_size", recipe.batch_size, "--learning_rate",
       recipe.learning_rate, "--warmup_fraction", recipe.warmup_fraction,
-      "--teacher_dir", teacher_dir, "--task_kd", recipe.task_kd, *curve,
-      *more)
+      "--teacher_dir", teacher_dir, "--task_kd", recipe.task_kd, *layers,
+      *curve, *more)
 
 
 def command(module, *args):

@@ -246,13 +246,18 @@ def test_compress_writes_a_model_directory_every_command_takes(
   assert facts["recovery"]["steps"] == 4
   assert "accuracy" in facts["dev_carved"]
 
+  # Each kept head learns from the head it was carved from (carving.json).
   tuned = tmp_path / "tuned"
   result = _run("tfmodels.training.finetune", "--task", "spam", "--data_dir",
                 data, "--init_dir", carved, "--teacher_dir", teacher,
-                "--task_kd", "hidden", "--model_dir", tuned, "--vocab_file",
+                "--task_kd", "carved", "--model_dir", tuned, "--vocab_file",
                 tiny_models.VOCAB, "--max_seq_length", 32, "--train_steps",
                 4, "--batch_size", 8)
   assert result.returncode == 0, result.stderr[-3000:]
+  rows = [json.loads(l) for l in (tuned / "history.jsonl").read_text(
+  ).splitlines()]
+  assert {"fmt_0", "at_0", "fmt_1", "at_1", "logit_kd", "task"} <= set(
+      rows[0])
   result = _run("tfmodels.training.evaluate", "--model_dir", tuned,
                 "--data_dir", data)
   assert result.returncode == 0, result.stderr[-3000:]

@@ -24,6 +24,7 @@ from experiments import student_recipe
 student_recipe.RECIPE = dataclasses.replace(
     student_recipe.RECIPE, substitute="gelu=relu", recover_learning_rate=3e-4,
     task_kd="hidden", learning_rate=7e-4, warmup_fraction=0.25,
+    hidden_kd_weight=0.5,
     **json.loads(sys.argv[2]))
 consumer = sys.argv[1]
 if consumer == "ship":
@@ -81,6 +82,8 @@ def test_a_changed_default_reaches_every_student(consumer):
       assert "tfmodels.training.finetune" in line, name
       assert (flags["--task_kd"], flags["--learning_rate"],
               flags["--warmup_fraction"]) == ("hidden", "0.0007", "0.25"), name
+      assert (flags["--hidden_kd_weight"], flags["--attention_kd_weight"]) == (
+          "0.5", "1.0"), name
 
 
 @pytest.mark.parametrize("consumer", ["ship", "distill_from_minilm",

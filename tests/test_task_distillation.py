@@ -139,6 +139,98 @@ def test_soft_targets_computed_once_are_the_live_teachers(pair, head):
   np.testing.assert_allclose(loss, want, rtol=1e-5)
 
 
+def _kl_attention(t_scores, s_scores, mask):
+  """Eq. 3 by hand: KL(softmax t || softmax s) over keys, averaged over
+  heads and real query positions."""
+  log_t = t_scores - np.log(np.exp(t_scores - t_scores.max(-1, keepdims=True)
+                                   ).sum(-1, keepdims=True)) - t_scores.max(
+                                       -1, keepdims=True)
+  log_s = s_scores - np.log(np.exp(s_scores - s_scores.max(-1, keepdims=True)
+                                   ).sum(-1, keepdims=True)) - s_scores.max(
+                                       -1, keepdims=True)
+  kl = (np.exp(log_t) * (log_t - log_s)).sum(-1)  # [B, H, T]
+  w = np.broadcast_to(mask[:, None, :], kl.shape).astype(np.float64)
+  return float((kl * w).sum() / w.sum())
+
+
+def test_a_carved_student_learns_each_heads_attention_from_its_own_head():
+  """--task_kd carved: eq. 2 on every layer's hidden states and eq. 3
+  between each kept head and the teacher head it was carved from, each
+  term scaled by its weight."""
+  from tfmodels.distillation.losses import feature_map_transfer_loss
+  teacher_config = load_config("tiny_bert")  # 4 heads of 8
+  student_config = teacher_config.replace(num_attention_heads=2,
+                                          attention_head_size=8)
+  teacher = build_model(teacher_config, Head("span"))
+  student = build_model(student_config, Head("span"))
+  kept = [[3, 1], [0, 2]]
+  for v in teacher.variables + student.variables:  # peaked attention
+    if "query" in v.name and "kernel" in v.name:
+      v.assign(v * 30.0)
+  # Layer 0 carved as compress would: the teacher's embeddings, and the
+  # query and key columns of the heads it keeps.
+  weights = {v.name: v for v in teacher.variables}
+  columns = (np.array(kept[0])[:, None] * 8 + np.arange(8)).reshape(-1)
+  for v in student.variables:
+    if v.name.startswith("embeddings/"):
+      v.assign(weights[v.name])
+    elif v.name.startswith("layer_0_attention/self_attention/") and (
+        "/query/" in v.name or "/key/" in v.name):
+      v.assign(np.take(weights[v.name].numpy(), columns, axis=-1))
+  task = SpanTask("squad", "", None, 12)
+  rng = np.random.default_rng(3)
+  batch = make_features([list(rng.integers(5, 90, n)) for n in (12, 6, 9)],
+                        seq_len=12)
+  batch["start_positions"] = np.array([3, 1, 0], np.int32)
+  batch["end_positions"] = np.array([4, 5, 0], np.int32)
+  loss, metrics = finetuning_loss(student, teacher, task, "carved",
+                                  teacher_heads=kept,
+                                  layer_weights=(0.5, 2.0))(batch)
+  assert set(metrics) == {"logit_kd", "task", "fmt_0", "fmt_1", "at_0",
+                          "at_1"}
+  inputs = {k: batch[k] for k in ("input_ids", "input_mask", "segment_ids")}
+  t = teacher(inputs, training=False)
+  s = student(inputs, training=False)
+  mask = batch["input_mask"].numpy()
+  for l in range(2):
+    t_scores = t["attention_scores"][l].numpy().astype(np.float64)
+    s_scores = s["attention_scores"][l].numpy().astype(np.float64)
+    assert s_scores.shape[1] == 2
+    np.testing.assert_allclose(metrics[f"at_{l}"], 2.0 * _kl_attention(
+        t_scores[:, kept[l]], s_scores, mask), rtol=1e-4, atol=1e-6)
+    other = 2.0 * _kl_attention(t_scores[:, kept[l][::-1]], s_scores, mask)
+    if l == 0:  # carved heads attend as their teacher heads; others do not
+      assert float(metrics["at_0"]) < 1e-6 and other > 0.05
+    np.testing.assert_allclose(metrics[f"fmt_{l}"], 0.5 * float(
+        feature_map_transfer_loss(t["hidden_states"][l],
+                                  s["hidden_states"][l], mask)), rtol=1e-5)
+  np.testing.assert_allclose(loss, sum(float(v) for v in metrics.values()),
+                             rtol=1e-5)
+  with pytest.raises(ValueError, match="teacher_heads go with"):
+    finetuning_loss(student, teacher, task, "carved")
+
+
+def test_carving_json_that_does_not_fit_the_student_is_refused(tmp_path):
+  from tfmodels.training.finetune import carved_heads
+  config = load_config("tiny_bert").replace(num_attention_heads=2,
+                                            attention_head_size=8)
+  with pytest.raises(ValueError, match="carving.json is missing"):
+    carved_heads(str(tmp_path), config, 4)
+  path = tmp_path / "carving.json"
+  for layers in ([{"kept_heads": [0, 1]}],  # one layer of two
+                 [{"kept_heads": [0, 1]}, {"kept_heads": [0, 4]}],  # no 4
+                 [{"kept_heads": [0, 1]}, {"kept_heads": [0]}]):
+    path.write_text(json.dumps({"layers": layers}))
+    with pytest.raises(ValueError, match=f"^{path}: field 'layers' must "
+                       "hold, for each of the student's 2 layers, "
+                       "kept_heads: its 2 heads' indices among the "
+                       "teacher's 4$"):
+      carved_heads(str(tmp_path), config, 4)
+  path.write_text(json.dumps({"layers": [{"kept_heads": [0, 1]},
+                                         {"kept_heads": [3, 2]}]}))
+  assert carved_heads(str(tmp_path), config, 4) == [[0, 1], [3, 2]]
+
+
 def test_finetune_with_teacher(tmp_path, pair):
   teacher_config, student_config = pair
   rng = random.Random(0)

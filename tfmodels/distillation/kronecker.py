@@ -65,11 +65,13 @@ TASK_KD_NEEDS = {
     "transfer": ("num_hidden_layers", "hidden_size", "num_attention_heads",
                  "vocab_size"),
     "hidden": ("num_hidden_layers", "hidden_size", "vocab_size"),
+    "carved": ("num_hidden_layers", "hidden_size", "vocab_size"),
     "prediction": ("vocab_size",),
 }
 
 
-def finetuning_loss(student, teacher, task, intermediate="all"):
+def finetuning_loss(student, teacher, task, intermediate="all",
+                    teacher_heads=None, layer_weights=(1.0, 1.0)):
   """loss_fn(batch) of eq. 14: intermediate KD + logit KD + the task loss.
 
   `task` is a `training.tasks` task: it knows its logits and labels.
@@ -79,14 +81,23 @@ def finetuning_loss(student, teacher, task, intermediate="all"):
   after softmax) transfer at every layer, which a PKT/JKT student was
   trained with (`progressive.layer_transfer_terms`); "hidden" the
   feature-map term alone (a carved student with fewer heads: CoFi's
-  layer-wise distillation on hidden states); "prediction" none:
-  the prediction layer's soft targets and the task loss only (Hinton et
-  al.'s distillation, TinyBERT's prediction-layer stage).
+  layer-wise distillation on hidden states); "carved" a carved student's
+  (`compress`): the feature maps, and each kept head's attention
+  distributions against the teacher head it was carved from
+  (`teacher_heads`: per layer, carving.json's kept_heads); "prediction"
+  none: the prediction layer's soft targets and the task loss only (Hinton
+  et al.'s distillation, TinyBERT's prediction-layer stage).
+  `layer_weights` (feature maps, attention) scale the layer-wise terms of
+  "transfer", "hidden" and "carved".
   """
   from tfmodels.inference import model_inputs
   if intermediate not in TASK_KD_NEEDS:
     raise ValueError(f"intermediate must be one of {sorted(TASK_KD_NEEDS)},"
                      f" got {intermediate!r}")
+  if (intermediate == "carved") != (teacher_heads is not None):
+    raise ValueError("teacher_heads go with intermediate='carved' (and it "
+                     "needs them)")
+  weight = {"fmt": layer_weights[0], "at": layer_weights[1]}
 
   def loss_fn(batch):
     inputs = model_inputs(batch)
@@ -100,9 +111,11 @@ def finetuning_loss(student, teacher, task, intermediate="all"):
                                                        batch["input_mask"])
       metrics.update(embedding_kd=embedding, attention_kd=attention,
                      ffn_kd=ffn)
-    elif intermediate in ("transfer", "hidden"):
-      metrics.update(layer_transfer_terms(
+    elif intermediate in ("transfer", "hidden", "carved"):
+      terms = layer_transfer_terms(
           t, s, batch["input_mask"], range(len(s["hidden_states"])),
-          attention=intermediate == "transfer"))
+          attention=intermediate != "hidden", teacher_heads=teacher_heads)
+      metrics.update({k: weight[k.split("_")[0]] * v
+                      for k, v in terms.items()})
     return sum(metrics.values()), metrics
   return loss_fn

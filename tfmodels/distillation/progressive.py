@@ -19,6 +19,8 @@ variance terms) on the layer's output + attention transfer on its scores.
 import dataclasses
 import re
 
+import tensorflow as tf
+
 from tfmodels.distillation.losses import (attention_transfer_loss,
                                           feature_map_transfer_loss,
                                           pretraining_distillation_loss)
@@ -104,9 +106,11 @@ def copy_from_teacher(student, teacher, prefixes=COPIED_PREFIXES):
 
 
 def layer_transfer_terms(teacher_outputs, student_outputs, input_mask,
-                         layers, attention=True):
+                         layers, attention=True, teacher_heads=None):
   """{"fmt_l": eq. 2, "at_l": eq. 3} for each transferred layer l; without
-  `attention` only the feature maps (a student whose heads differ)."""
+  `attention` only the feature maps (a student whose heads differ). With
+  `teacher_heads` (per layer, the teacher head each student head was carved
+  from) eq. 3 compares each student head with its own teacher head."""
   terms = {}
   for l in layers:
     terms[f"fmt_{l}"] = feature_map_transfer_loss(
@@ -114,9 +118,11 @@ def layer_transfer_terms(teacher_outputs, student_outputs, input_mask,
         student_outputs["hidden_states"][l], input_mask)
     if not attention:
       continue
+    teacher_scores = teacher_outputs["attention_scores"][l]
+    if teacher_heads is not None:
+      teacher_scores = tf.gather(teacher_scores, teacher_heads[l], axis=1)
     terms[f"at_{l}"] = attention_transfer_loss(
-        teacher_outputs["attention_scores"][l],
-        student_outputs["attention_scores"][l], input_mask)
+        teacher_scores, student_outputs["attention_scores"][l], input_mask)
   return terms
 
 

@@ -46,7 +46,7 @@ from tfmodels.training.run_flags import (RunOptions, check_run_flags,
 
 FLAGS = flags.FLAGS
 PLATEAU = "plateau.json"  # the --eval_split curve (see _Curve)
-TASK_KD_MODES = ("all", "transfer", "hidden", "prediction")
+TASK_KD_MODES = ("all", "transfer", "hidden", "carved", "prediction")
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -71,9 +71,16 @@ class FinetuneOptions(RunOptions):
       "(KroneckerBERT's eq. 14); `transfer` every layer's feature maps and "
       "attention distributions by MobileBERT's eqs. 2 and 3 besides its "
       "soft logits; `hidden` the feature maps (eq. 2) and soft logits, for a "
-      "student with other heads (a carved one); `prediction` only its soft "
-      "logits (plus the task loss in all four). The student must match the "
+      "student with other heads; `carved` (a student `compress` carved from "
+      "this teacher) the feature maps and each kept head's attention "
+      "distributions against the head it was carved from (--init_dir's "
+      "carving.json), besides the soft logits; `prediction` only its soft "
+      "logits (plus the task loss in all five). The student must match the "
       "teacher in what the mode compares.", choices=TASK_KD_MODES)
+  hidden_kd_weight: float = option(1.0, "Weight of the feature-map terms "
+                                   "(--task_kd transfer, hidden, carved).")
+  attention_kd_weight: float = option(1.0, "Weight of the attention terms "
+                                      "(--task_kd transfer, carved).")
   model_dir: str = option(None, "Checkpoints, summaries, results.",
                           required=True)
   vocab_file: str = option("data/vocab/uncased_vocab.txt", "vocab.txt")
@@ -163,12 +170,16 @@ def main(argv):
     with strategy.scope():
       source, _, _ = load_model_dir(options.init_dir)
       model = build_model(config, task.head(), encoder_of(source))
-      teacher = targets = None
+      teacher = targets = teacher_heads = None
       if options.teacher_dir:
         teacher_tokenizer = _teacher_tokenizer(options, tokenizer)
         teacher = _load_teacher(options.teacher_dir, task, config,
                                 options.task_kd,
                                 across=teacher_tokenizer is not None)
+        if options.task_kd == "carved":
+          teacher_heads = carved_heads(
+              options.init_dir, config, load_config(os.path.join(
+                  options.teacher_dir, "config.json")).num_attention_heads)
         if teacher_tokenizer is not None:
           targets = _cross_vocab_targets(options, task, teacher_tokenizer,
                                          teacher)
@@ -182,7 +193,7 @@ def main(argv):
     with claim_run_dir(options.model_dir, config, task.head(), spec,
                        chief=is_chief(strategy)):
       _train(strategy, model, optimizer, task, features, teacher, options,
-             targets)
+             targets, teacher_heads)
   except OutputError as e:  # another writer or run took it meanwhile
     sys.exit(f"error: {e}")
 
@@ -196,7 +207,7 @@ def _start_flags(options):
 
 
 def _train(strategy, model, optimizer, task, features, teacher, options,
-           targets=None):
+           targets=None, teacher_heads=None):
   """Trains in the claimed --model_dir, then scores dev (the chief).
   `targets`: the soft targets of a teacher reading another vocabulary
   (distillation/cross_vocab.py), one per train row."""
@@ -230,8 +241,10 @@ def _train(strategy, model, optimizer, task, features, teacher, options,
           f"computed once ({time.monotonic() - began:.0f} s)", flush=True)
     loss_fn = teacher_targets.loss_fn(model, task)
   elif teacher is not None:
-    loss_fn = finetuning_loss(model, teacher, task,
-                              intermediate=options.task_kd)
+    loss_fn = finetuning_loss(
+        model, teacher, task, intermediate=options.task_kd,
+        teacher_heads=teacher_heads, layer_weights=(
+            options.hidden_kd_weight, options.attention_kd_weight))
   else:
     loss_fn = lambda batch: task.loss(model, batch)
   n = len(features["input_ids"])
@@ -355,6 +368,35 @@ def _cross_vocab_targets(options, task, teacher_tokenizer, teacher):
         f"{'all' if carried is None else int(carried.sum())} of "
         f"{len(next(iter(targets.values())))} train rows", flush=True)
   return targets
+
+
+def carved_heads(init_dir, config, teacher_heads):
+  """Per layer, the teacher head each of the student's heads was carved
+  from (--init_dir's carving.json, `compress`); ValueError naming the file
+  when it does not describe this student and teacher."""
+  from tfmodels.configs import read_json_object
+  path = os.path.join(init_dir, "carving.json")
+  if not os.path.isfile(path):
+    raise ValueError(f"--task_kd carved: {path} is missing (--init_dir must "
+                     "be a model `compress` carved)")
+  layers = read_json_object(path).get("layers")
+  ok = isinstance(layers, list) and len(layers) == config.num_hidden_layers
+  heads = []
+  for layer in layers if ok else ():
+    kept = layer.get("kept_heads") if isinstance(layer, dict) else None
+    if not (isinstance(kept, list) and len(kept) == config.num_attention_heads
+            and all(isinstance(h, int) and not isinstance(h, bool)
+                    and 0 <= h < teacher_heads for h in kept)):
+      ok = False
+      break
+    heads.append(kept)
+  if not ok:
+    raise ValueError(
+        f"{path}: field 'layers' must hold, for each of the student's "
+        f"{config.num_hidden_layers} layers, kept_heads: its "
+        f"{config.num_attention_heads} heads' indices among the teacher's "
+        f"{teacher_heads}")
+  return heads
 
 
 def _load_teacher(teacher_dir, task, student_config, task_kd, across=False):
