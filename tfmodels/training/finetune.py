@@ -23,9 +23,10 @@ doubling that gains less than --min_gain points (`stop_rule.py`), or at
 --train_steps or --max_minutes; plateau.json holds the curve and why it
 ended. The learning rate still decays towards --train_steps, the cap.
 
-With --task_kd prediction the teacher's logits on the train rows are
-computed once before the first step (`distillation/teacher_targets.py`):
-the same loss, without a teacher forward pass per step.
+With --task_kd prediction, a run that reads every train row at least once
+(steps x batch >= rows) has the teacher's logits on the train rows computed
+once before the first step (`distillation/teacher_targets.py`): the same
+loss, without a teacher forward pass per step.
 """
 
 import dataclasses
@@ -232,7 +233,10 @@ def _train(strategy, model, optimizer, task, features, teacher, options,
     from tfmodels.distillation import cross_vocab
     features = {**features, **targets}
     loss_fn = cross_vocab.loss_fn(model, task)
-  elif teacher is not None and options.task_kd == "prediction":
+  elif teacher is not None and options.task_kd == "prediction" and (
+      options.train_steps * options.batch_size >= len(features["input_ids"])):
+    # Each row is read once or more: one pass of the teacher over train
+    # costs no more than a forward pass at every step.
     from tfmodels.distillation import teacher_targets
     began = time.monotonic()
     features = {**features,
