@@ -163,7 +163,8 @@ def test_tiny_recipe_end_to_end(tmp_path):
       "teacher", "student", "baseline", "student", "student", "student",
       "student"]
   fields = {"name", "role", "method", "encoder_params", "qa_f1", "qa_em",
-            "spam_acc", "qa_f1_int8", "int8_size_mb", "seq_length",
+            "spam_acc", "qa_f1_float_int8_length", "qa_f1_int8",
+            "int8_size_mb", "seq_length",
             "int8_ms", "word_table_em", "init", "norm", "activation",
             "kd_steps", "train_steps", "minutes", "carving", "vocab_size",
             "table_params", "task_library"}
@@ -187,6 +188,7 @@ def test_tiny_recipe_end_to_end(tmp_path):
     assert r["minutes"] is not None and r["minutes"] >= 0
     assert r["seq_length"] == 64
     assert 0 <= r["qa_f1"] <= 100 and 0 <= r["qa_f1_int8"] <= 100
+    assert 0 <= r["qa_f1_float_int8_length"] <= 100
     assert 0 <= r["spam_acc"] <= 100
     assert set(r["int8_ms"]) == {"1", "2"} and min(r["int8_ms"].values()) > 0
   assert all(0 <= v <= 100 for v in rows["teacher"]["word_table_em"].values())
