@@ -117,7 +117,8 @@ class Options:
                               "--student_heldout: at most).")
   student_heldout: int = option(
       _default("student_heldout"), "Training examples (QA articles, spam "
-      "rows) held out to score the student as it trains; it stops at the "
+      "rows, CoNLL sentences) held out to score the student as it trains; "
+      "it stops at the "
       "first doubling of its steps that gains less than half a point "
       "(0: a fixed --student_steps run on all of train).")
   student_max_minutes: float = option(

@@ -41,8 +41,8 @@ DEFAULT_APP_LENGTH = 128
 
 # Every step a run may have, in order (--force takes these names).
 STEP_NAMES = ("teacher", "teacher_finetune", "search", "convert_teacher",
-              "carve", "heldout", "student", "convert_student", "convert_student_qat",
-              "latency", "app", "arm64", "report")
+              "carve", "heldout", "student", "convert_student",
+              "convert_student_qat", "latency", "app", "arm64", "report")
 # Held-out questions the QA files are scored on through the app's twin (the
 # app step: picked vs default length; the arm64 step: host vs arm64).
 DEV_QUESTIONS = 200
