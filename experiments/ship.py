@@ -118,9 +118,8 @@ class Options:
   student_heldout: int = option(
       _default("student_heldout"), "Training examples (QA articles, spam "
       "rows, CoNLL sentences) held out to score the student as it trains; "
-      "it stops at the "
-      "first doubling of its steps that gains less than half a point "
-      "(0: a fixed --student_steps run on all of train).")
+      "it stops at the first doubling of its steps that gains less than "
+      "half a point (0: a fixed --student_steps run on all of train).")
   student_max_minutes: float = option(
       _default("student_max_minutes"), "With --student_heldout: the "
       "student's training stops after this many minutes (0: no cap).")
