@@ -1,13 +1,13 @@
-"""The doubling rule (stop_rule.py) and a fine-tuning run's held-out curve
-(finetune --eval_split) on scripted scores and a scripted clock."""
+"""The doubling rule and a fine-tuning run's held-out curve (stop_rule.py,
+finetune --eval_split) on scripted scores and a scripted clock."""
 
 import json
-import types
 
 import pytest
 
-from tfmodels.training import finetune
-from tfmodels.training.stop_rule import StopRule, doublings, plateau_of
+from tfmodels.training import stop_rule
+from tfmodels.training.stop_rule import (PLATEAU, Curve, StopRule, doublings,
+                                         plateau_of)
 
 
 def test_doubling_stops_at_the_first_gain_below_the_threshold():
@@ -45,13 +45,12 @@ def _run(tmp_path, monkeypatch, scores, start=0, minutes_per_step=0.0,
   """Steps start+1 ... until the curve ends it (or 1000): (the steps the
   run took, the curve)."""
   clock = [0.0]
-  monkeypatch.setattr(finetune.time, "monotonic", lambda: clock[0])
-  options = types.SimpleNamespace(**{
-      "eval_split": "heldout", "eval_first_steps": 2, "train_steps": 64,
-      "min_gain": 0.5, "max_minutes": 0.0, "model_dir": str(tmp_path),
-      **flags})
-  trainer = types.SimpleNamespace(start_step=start, chief=True)
-  curve = finetune._Curve(options, _Task(scores), None, trainer)
+  monkeypatch.setattr(stop_rule.time, "monotonic", lambda: clock[0])
+  rule = {"first_steps": 2, "max_steps": 64, "min_gain": 0.5,
+          "max_minutes": 0.0, **flags}
+  task = _Task(scores)
+  curve = Curve("heldout", StopRule(**rule), lambda: task.points(
+      task.evaluate(None, "heldout")), str(tmp_path), start)
   step = start
   while not curve.ended and step < 1000:
     step += 1
@@ -62,7 +61,7 @@ def _run(tmp_path, monkeypatch, scores, start=0, minutes_per_step=0.0,
 
 
 def _plateau(tmp_path):
-  return json.loads((tmp_path / finetune.PLATEAU).read_text())
+  return json.loads((tmp_path / PLATEAU).read_text())
 
 
 def test_a_flat_doubling_ends_the_run(tmp_path, monkeypatch):
@@ -80,7 +79,7 @@ def test_a_flat_doubling_ends_the_run(tmp_path, monkeypatch):
 
 def test_a_rising_curve_runs_to_the_step_cap(tmp_path, monkeypatch):
   step, _ = _run(tmp_path, monkeypatch, [10.0, 20.0, 30.0, 40.0, 50.0, 60.0],
-                 train_steps=40)
+                 max_steps=40)
   assert step == 40
   held = _plateau(tmp_path)
   # The cap is scored too, though it is no doubling.
@@ -101,10 +100,10 @@ def test_the_time_cap_ends_a_rising_run(tmp_path, monkeypatch):
 
 def test_a_resumed_run_keeps_its_points_up_to_its_checkpoint(
     tmp_path, monkeypatch):
-  _run(tmp_path, monkeypatch, [10.0, 20.0, 30.0], train_steps=8)
+  _run(tmp_path, monkeypatch, [10.0, 20.0, 30.0], max_steps=8)
   assert [p["steps"] for p in _plateau(tmp_path)["points"]] == [2, 4, 8]
   # Killed after step 8's point but resumed from the step-5 checkpoint:
   # the points past it are scored again.
-  step, curve = _run(tmp_path, monkeypatch, [31.0], start=5, train_steps=8)
+  step, curve = _run(tmp_path, monkeypatch, [31.0], start=5, max_steps=8)
   assert step == 8 and [p["steps"] for p in curve.points] == [2, 4, 8]
   assert curve.points[-1]["score"] == 31.0

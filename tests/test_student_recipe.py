@@ -110,17 +110,30 @@ def test_a_held_out_slice_reaches_every_student(consumer):
       consumer).values())
 
 
+# ship_report defines its flags on import: read in a child.
+_PLATEAU_LINES = """
+import json, sys
+from experiments.ship_report import _plateau_lines
+print(json.dumps([_plateau_lines(json.loads(sys.argv[1]), "f1"),
+                  _plateau_lines(None, "f1")]))
+"""
+
+
 def test_the_report_shows_the_students_curve():
-  from experiments.ship_report import _plateau_lines
   plateau = {"points": [{"steps": 100, "score": 61.25},
                         {"steps": 200, "score": 61.5}], "steps": 200,
              "stopped": "a doubling (100 -> 200 steps) gained 0.25 < 0.5 "
                         "points"}
-  assert _plateau_lines(plateau, "f1")[2] == (
+  child = subprocess.run([sys.executable, "-c", _PLATEAU_LINES,
+                          json.dumps(plateau)], cwd=REPO,
+                         capture_output=True, text=True)
+  assert child.returncode == 0, child.stderr[-3000:]
+  lines, none = json.loads(child.stdout.splitlines()[-1])
+  assert lines[2] == (
       "Scored on the slice of train held out (f1, points) as it trained: "
       "100 steps 61.2, 200 steps 61.5. It ended after 200 steps: a doubling "
       "(100 -> 200 steps) gained 0.25 < 0.5 points.")
-  assert _plateau_lines(None, "f1") == []
+  assert none == []
 
 
 def test_a_flag_the_command_lacks_fails_as_the_steps_are_built(monkeypatch):

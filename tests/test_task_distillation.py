@@ -211,11 +211,11 @@ def test_a_carved_student_learns_each_heads_attention_from_its_own_head():
 
 
 def test_carving_json_that_does_not_fit_the_student_is_refused(tmp_path):
-  from tfmodels.training.finetune import carved_heads
+  from tfmodels.compression.carve import kept_heads
   config = load_config("tiny_bert").replace(num_attention_heads=2,
                                             attention_head_size=8)
   with pytest.raises(ValueError, match="carving.json is missing"):
-    carved_heads(str(tmp_path), config, 4)
+    kept_heads(str(tmp_path), config, 4)
   path = tmp_path / "carving.json"
   for layers in ([{"kept_heads": [0, 1]}],  # one layer of two
                  [{"kept_heads": [0, 1]}, {"kept_heads": [0, 4]}],  # no 4
@@ -225,10 +225,10 @@ def test_carving_json_that_does_not_fit_the_student_is_refused(tmp_path):
                        "hold, for each of the student's 2 layers, "
                        "kept_heads: its 2 heads' indices among the "
                        "teacher's 4$"):
-      carved_heads(str(tmp_path), config, 4)
+      kept_heads(str(tmp_path), config, 4)
   path.write_text(json.dumps({"layers": [{"kept_heads": [0, 1]},
                                          {"kept_heads": [3, 2]}]}))
-  assert carved_heads(str(tmp_path), config, 4) == [[0, 1], [3, 2]]
+  assert kept_heads(str(tmp_path), config, 4) == [[0, 1], [3, 2]]
 
 
 def test_finetune_with_teacher(tmp_path, pair):

@@ -14,12 +14,14 @@ model directory.
 """
 
 import dataclasses
+import os
 
 import numpy as np
 
 from tfmodels.checkpoints.weight_mapping import Entry, assign
 from tfmodels.compression.factorization import activation_aware_factors
 from tfmodels.compression.importance import top_units
+from tfmodels.configs import read_json_object
 from tfmodels.distillation.low_rank_init import low_rank_factors
 
 _ATTENTION = "layer_{l}_attention/self_attention/{name}"
@@ -137,3 +139,32 @@ def carve(model, config, head, statistics, spec, name=None):
   assign(student, [Entry(n, n) for n in names],
          {n: weights[n] for n in names}, source=f"carving {config.name}")
   return student, student_config, facts
+
+
+def kept_heads(init_dir, config, teacher_heads):
+  """Per layer, the teacher head each of a carved student's heads came
+  from (the kept_heads `compress` writes to its carving.json in
+  `init_dir`); ValueError naming the file when it does not describe this
+  student (`config`) and a teacher of `teacher_heads` heads."""
+  path = os.path.join(init_dir, "carving.json")
+  if not os.path.isfile(path):
+    raise ValueError(f"--task_kd carved: {path} is missing (--init_dir must "
+                     "be a model `compress` carved)")
+  layers = read_json_object(path).get("layers")
+  ok = isinstance(layers, list) and len(layers) == config.num_hidden_layers
+  heads = []
+  for layer in layers if ok else ():
+    kept = layer.get("kept_heads") if isinstance(layer, dict) else None
+    if not (isinstance(kept, list) and len(kept) == config.num_attention_heads
+            and all(isinstance(h, int) and not isinstance(h, bool)
+                    and 0 <= h < teacher_heads for h in kept)):
+      ok = False
+      break
+    heads.append(kept)
+  if not ok:
+    raise ValueError(
+        f"{path}: field 'layers' must hold, for each of the student's "
+        f"{config.num_hidden_layers} layers, kept_heads: its "
+        f"{config.num_attention_heads} heads' indices among the teacher's "
+        f"{teacher_heads}")
+  return heads

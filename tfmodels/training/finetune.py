@@ -46,7 +46,6 @@ from tfmodels.training.run_flags import (RunOptions, check_run_flags,
                                          set_precision)
 
 FLAGS = flags.FLAGS
-PLATEAU = "plateau.json"  # the --eval_split curve (see _Curve)
 TASK_KD_MODES = ("all", "transfer", "hidden", "carved", "prediction")
 
 
@@ -178,7 +177,8 @@ def main(argv):
                                 options.task_kd,
                                 across=teacher_tokenizer is not None)
         if options.task_kd == "carved":
-          teacher_heads = carved_heads(
+          from tfmodels.compression.carve import kept_heads
+          teacher_heads = kept_heads(
               options.init_dir, config, load_config(os.path.join(
                   options.teacher_dir, "config.json")).num_attention_heads)
         if teacher_tokenizer is not None:
@@ -261,8 +261,14 @@ def _train(strategy, model, optimizer, task, features, teacher, options,
                   drop_remainder=True)
     return ds.skip(trainer.start_step).prefetch(2)
 
-  curve = _Curve(options, task, model, trainer) if options.eval_split \
-      else None
+  curve = None
+  if options.eval_split:
+    from tfmodels.training.stop_rule import Curve, StopRule
+    curve = Curve(options.eval_split, StopRule(
+        options.eval_first_steps, options.train_steps, options.min_gain,
+        options.max_minutes), lambda: task.points(task.evaluate(
+            model, options.eval_split)), options.model_dir,
+                  trainer.start_step, trainer.chief)
   if curve is None or not curve.ended:
     iterator = iter(strategy.distribute_datasets_from_function(dataset_fn))
     trainer.train(iterator, loss_fn, options.train_steps,
@@ -277,67 +283,6 @@ def _train(strategy, model, optimizer, task, features, teacher, options,
     except OSError as e:  # a full disk; the checkpoints are whole
       raise refused(path, "the dev metrics", e) from None
     print(f"dev: {json.dumps(results)}")
-
-
-class _Curve:
-  """The run's held-out curve (--eval_split): scored at the rule's points
-  and where the run ends, written to plateau.json after each point, so a
-  resumed run keeps its points up to its checkpoint."""
-
-  def __init__(self, options, task, model, trainer):
-    from tfmodels.training.stop_rule import StopRule
-    self.task, self.model, self.chief = task, model, trainer.chief
-    self.split = options.eval_split
-    self.rule = StopRule(options.eval_first_steps, options.train_steps,
-                         options.min_gain, options.max_minutes)
-    self.path = os.path.join(options.model_dir, PLATEAU)
-    start = trainer.start_step
-    held = _read_plateau(self.path) if start else {}
-    self.points = [p for p in held.get("points", []) if p["steps"] <= start]
-    self.reason = held.get("stopped") if held.get("steps") == start else None
-    self.ended = self.reason is not None or start >= options.train_steps
-    self.minutes_before = self.points[-1]["minutes"] if self.points else 0.0
-    self.began = time.monotonic()
-
-  def should_stop(self, step):
-    minutes = self.minutes_before + (time.monotonic() - self.began) / 60
-    ends = step >= self.rule.max_steps or self.rule.out_of_time(minutes)
-    if not (self.rule.is_point(step) or ends):
-      return False
-    points = self.task.points(self.task.evaluate(self.model, self.split))
-    self.points.append({"steps": step, "score": round(points, 4),
-                        "minutes": round(minutes, 3)})
-    self.reason = self.rule.reason(
-        [(p["steps"], p["score"]) for p in self.points], step, minutes)
-    print(f"{self.split} at step {step}: {points:.2f}"
-          + (f"; the run ends: {self.reason}" if self.reason else ""),
-          flush=True)
-    if self.chief:
-      from tfmodels.staging import write_file
-      from tfmodels.write_errors import refused
-      try:
-        write_file(self.path, json.dumps({
-            "split": self.split, "rule": dataclasses.asdict(self.rule),
-            "points": self.points, "steps": step, "stopped": self.reason},
-            indent=2))
-      except OSError as e:
-        raise refused(self.path, "the held-out curve", e) from None
-    return self.reason is not None
-
-
-def _read_plateau(path):
-  """A run's plateau.json ({} when absent or unreadable: the points are
-  scored again)."""
-  try:
-    with open(path) as f:
-      held = json.load(f)
-  except (OSError, ValueError):
-    return {}
-  if not (isinstance(held, dict) and isinstance(held.get("points"), list)
-          and all(isinstance(p, dict) and isinstance(p.get("steps"), int)
-                  for p in held["points"])):
-    return {}
-  return held
 
 
 def _teacher_tokenizer(options, tokenizer):
@@ -372,35 +317,6 @@ def _cross_vocab_targets(options, task, teacher_tokenizer, teacher):
         f"{'all' if carried is None else int(carried.sum())} of "
         f"{len(next(iter(targets.values())))} train rows", flush=True)
   return targets
-
-
-def carved_heads(init_dir, config, teacher_heads):
-  """Per layer, the teacher head each of the student's heads was carved
-  from (--init_dir's carving.json, `compress`); ValueError naming the file
-  when it does not describe this student and teacher."""
-  from tfmodels.configs import read_json_object
-  path = os.path.join(init_dir, "carving.json")
-  if not os.path.isfile(path):
-    raise ValueError(f"--task_kd carved: {path} is missing (--init_dir must "
-                     "be a model `compress` carved)")
-  layers = read_json_object(path).get("layers")
-  ok = isinstance(layers, list) and len(layers) == config.num_hidden_layers
-  heads = []
-  for layer in layers if ok else ():
-    kept = layer.get("kept_heads") if isinstance(layer, dict) else None
-    if not (isinstance(kept, list) and len(kept) == config.num_attention_heads
-            and all(isinstance(h, int) and not isinstance(h, bool)
-                    and 0 <= h < teacher_heads for h in kept)):
-      ok = False
-      break
-    heads.append(kept)
-  if not ok:
-    raise ValueError(
-        f"{path}: field 'layers' must hold, for each of the student's "
-        f"{config.num_hidden_layers} layers, kept_heads: its "
-        f"{config.num_attention_heads} heads' indices among the teacher's "
-        f"{teacher_heads}")
-  return heads
 
 
 def _load_teacher(teacher_dir, task, student_config, task_kd, across=False):

@@ -15,6 +15,9 @@ in minutes.
 """
 
 import dataclasses
+import json
+import os
+import time
 
 
 def doublings(first, max_steps):
@@ -64,3 +67,73 @@ class StopRule:
       return (f"the time cap ({self.max_minutes:g} minutes) was reached "
               f"after {step} steps")
     return None
+
+
+PLATEAU = "plateau.json"
+
+
+class Curve:
+  """A run's held-out curve (finetune --eval_split): `score()` (points) at
+  the rule's points and where the run ends; written to `model_dir`'s
+  plateau.json after each point (by the chief), so a run resumed from
+  `start_step` keeps its points up to there."""
+
+  def __init__(self, split, rule, score, model_dir, start_step, chief=True):
+    self.split, self.rule, self.score, self.chief = split, rule, score, chief
+    self.path = os.path.join(model_dir, PLATEAU)
+    held = read_plateau(self.path) if start_step else {}
+    self.points = [p for p in held.get("points", [])
+                   if p["steps"] <= start_step]
+    self.reason = (held.get("stopped") if held.get("steps") == start_step
+                   else None)
+    self.ended = self.reason is not None or start_step >= rule.max_steps
+    self.minutes_before = self.points[-1]["minutes"] if self.points else 0.0
+    self.began = time.monotonic()
+
+  def should_stop(self, step):
+    """Trainer.train's `should_stop`: scores the split at a point (or where
+    a cap ends the run) and says whether the run ends here."""
+    minutes = self.minutes_before + (time.monotonic() - self.began) / 60
+    ends = step >= self.rule.max_steps or self.rule.out_of_time(minutes)
+    if not (self.rule.is_point(step) or ends):
+      return False
+    points = self.score()
+    self.points.append({"steps": step, "score": round(points, 4),
+                        "minutes": round(minutes, 3)})
+    self.reason = self.reason_at(step, minutes)
+    print(f"{self.split} at step {step}: {points:.2f}"
+          + (f"; the run ends: {self.reason}" if self.reason else ""),
+          flush=True)
+    if self.chief:
+      self._write(step)
+    return self.reason is not None
+
+  def reason_at(self, step, minutes):
+    return self.rule.reason([(p["steps"], p["score"]) for p in self.points],
+                            step, minutes)
+
+  def _write(self, step):
+    from tfmodels.staging import write_file
+    from tfmodels.write_errors import refused
+    try:
+      write_file(self.path, json.dumps({
+          "split": self.split, "rule": dataclasses.asdict(self.rule),
+          "points": self.points, "steps": step, "stopped": self.reason},
+          indent=2))
+    except OSError as e:
+      raise refused(self.path, "the held-out curve", e) from None
+
+
+def read_plateau(path):
+  """A run's plateau.json ({} when absent or unreadable: the points are
+  scored again)."""
+  try:
+    with open(path) as f:
+      held = json.load(f)
+  except (OSError, ValueError):
+    return {}
+  if not (isinstance(held, dict) and isinstance(held.get("points"), list)
+          and all(isinstance(p, dict) and isinstance(p.get("steps"), int)
+                  for p in held["points"])):
+    return {}
+  return held
