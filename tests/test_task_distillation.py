@@ -46,15 +46,20 @@ def pair():
   return teacher_config, student_config
 
 
-@pytest.mark.parametrize("head", ["classifier", "span"])
-def test_each_term_matches_numpy(pair, head):
+def _models(pair, head):
+  """(teacher, student, task, Head) of the pair with a `head` head."""
   teacher_config, student_config = pair
   head = Head("classifier", num_classes=3) if head == "classifier" else (
       Head("span"))
-  teacher = build_model(teacher_config, head)
-  student = build_model(student_config, head)
   task = (ClassificationTask("mnli", "", None, 12) if head.kind ==
           "classifier" else SpanTask("squad", "", None, 12))
+  return (build_model(teacher_config, head), build_model(student_config, head),
+          task, head)
+
+
+@pytest.mark.parametrize("head", ["classifier", "span"])
+def test_each_term_matches_numpy(pair, head):
+  teacher, student, task, head = _models(pair, head)
   rng = np.random.default_rng(0)
   batch = make_features([list(rng.integers(5, 90, n)) for n in (12, 7, 9)],
                         seq_len=12)
@@ -105,13 +110,7 @@ def test_soft_targets_computed_once_are_the_live_teachers(pair, head):
   features (teacher_targets): the same numbers and the same loss as the
   teacher run at every step."""
   from tfmodels.distillation import teacher_targets
-  teacher_config, student_config = pair
-  head = Head("classifier", num_classes=3) if head == "classifier" else (
-      Head("span"))
-  teacher = build_model(teacher_config, head)
-  student = build_model(student_config, head)
-  task = (ClassificationTask("mnli", "", None, 12) if head.kind ==
-          "classifier" else SpanTask("squad", "", None, 12))
+  teacher, student, task, head = _models(pair, head)
   rng = np.random.default_rng(2)
   features = {k: v.numpy() for k, v in make_features(
       [list(rng.integers(5, 90, n)) for n in (12, 7, 9, 3, 11)],
