@@ -71,7 +71,7 @@ demo: system-packages $(VENV)/.installed $(TASK_VENV)/.installed
 BENCH_WORK ?= /tmp/latency_benchmark
 BENCH_FLAGS ?=
 benchmark: $(VENV)/.installed
-	$(PY) -m experiments.latency_benchmark --output_dir experiments/results --work_dir $(BENCH_WORK) --overwrite $(BENCH_FLAGS)
+	$(PY) -m experiments.bench.latency_benchmark --output_dir experiments/results --work_dir $(BENCH_WORK) --overwrite $(BENCH_FLAGS)
 
 # An arm64 Debian user space for running shipped .tflite files under
 # qemu-user: built once, outside the repository, into

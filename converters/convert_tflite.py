@@ -26,7 +26,7 @@ nothing. After --substitute, --max_metric_drop still measures every file
 against the original model (before substitution), and the report gives
 both drops. --qat_steps N fine-tunes a fake-quantized copy on the task's
 train split first and converts the modes QAT trains for (int8) from it,
-with the learned ranges (converters/qat.py; experiments/qat_report.py
+with the learned ranges (converters/qat.py; experiments/papers/qat_report.py
 measures it against post-training int8).
 """
 

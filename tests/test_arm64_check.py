@@ -1,4 +1,4 @@
-"""experiments.arm64_check: the app's questions through the twin on the
+"""experiments.apps.arm64_check: the app's questions through the twin on the
 host and on arm64, decoded alike. The protocol runs everywhere with a
 stand-in for the emulated run; the real ARM path runs when `make
 arm64-root` has built the root, and is skipped with the reason otherwise."""
@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 
 from android_bench import arm64
-from experiments import arm64_check
-from experiments.qa_questions import pick_questions
+from experiments.apps import arm64_check
+from experiments.apps.qa_questions import pick_questions
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 QA_DIR = os.path.join(REPO, "data", "wordnet_qa")

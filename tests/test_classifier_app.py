@@ -1,4 +1,4 @@
-"""The classifier app's Python twin and `experiments.classifier_app` on a
+"""The classifier app's Python twin and `experiments.apps.classifier_app` on a
 tiny converted spam classifier: the twin is the interpreter on
 convert_tflite's features with the metadata's labels, the command ships
 the model with its vocab and labels, and the Task Library's
@@ -38,7 +38,7 @@ def converted(tmp_path_factory):
 
 def _classifier_app(*args):
   return subprocess.run(
-      [sys.executable, "-m", "experiments.classifier_app", *map(str, args)],
+      [sys.executable, "-m", "experiments.apps.classifier_app", *map(str, args)],
       capture_output=True, text=True, env=tiny_models.env(),
       cwd=tiny_models.REPO)
 
@@ -210,7 +210,7 @@ def test_the_app_commands_refuse_bad_flags_in_one_line(tmp_path):
   """qa_app_check and classifier_app share their flag checks: each refusal
   is one line naming the flag, before anything is written."""
   from types import SimpleNamespace
-  from experiments.app_checks import check_app_flags
+  from experiments.apps.app_checks import check_app_flags
   model = tmp_path / "model.tflite"
   model.write_bytes(b"x")
   a_file = tmp_path / "a_file"

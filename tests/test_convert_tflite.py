@@ -151,19 +151,19 @@ def test_model_cards_describe_their_files(converted):
 
 def test_the_qa_apps_readme_says_what_the_file_is(converted, tmp_path,
                                                   tmp_path_factory):
-  """experiments.qa_app_check's README.md is written from the file it hands
+  """experiments.apps.qa_app_check's README.md is written from the file it hands
   the app and the card beside it, not from the demo; a card describing
   another file is not used."""
   import shutil
   import subprocess
   import sys
-  from experiments.app_checks import model_facts
+  from experiments.apps.app_checks import model_facts
   _, out, _ = converted
   data = tiny_models.qa_data(tmp_path_factory.getbasetemp())
   model = out / "qa_int8.tflite"
   app = tmp_path / "app_assets"
   result = subprocess.run(
-      [sys.executable, "-m", "experiments.qa_app_check", "--model", str(model),
+      [sys.executable, "-m", "experiments.apps.qa_app_check", "--model", str(model),
        "--qa_dir", data, "--questions", "1", "--dev_questions", "0",
        "--output_dir", str(app), "--teacher", "my-org/my-teacher"],
       capture_output=True, text=True, env=tiny_models.env(),

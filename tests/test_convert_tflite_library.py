@@ -308,9 +308,9 @@ def test_one_list_of_modes_serves_every_command():
   assert [m for m in names if quantize.calibrated(m)] == ["int8", "int16x8"]
   assert all(set(m.int8_recipes) <= set(quantize.INT8_RECIPES)
              for m in quantize.MODES)
-  from experiments.demo_steps import DEMO_MODES
+  from experiments.demo.steps import DEMO_MODES
   assert set(DEMO_MODES) <= set(names)
-  from experiments.latency_report import timed_modes
+  from experiments.bench.latency_report import timed_modes
   assert timed_modes() == ("float32", "dynamic", "int8", "int8_standard")
 
 
@@ -351,7 +351,7 @@ def test_a_new_calibrated_mode_is_one_registry_entry(
   conversion and the latency report all follow that entry."""
   import dataclasses
   from converters import conversion
-  from experiments import latency_report
+  from experiments.bench import latency_report
   from tfmodels.configs import load_config
   model_dir = tmp_path / "model"  # what plan reads; it loads no weights
   model_dir.mkdir()

@@ -15,11 +15,11 @@ import time
 
 import pytest
 
-from experiments import demo_steps as demo
-from experiments.demo_results import (QA_F1_TARGET, teacher_vs_student,
+from experiments.demo import steps as demo
+from experiments.demo.results import (QA_F1_TARGET, teacher_vs_student,
                                       verdict)
-from experiments.pipeline import Step, StepError, run_steps
-from experiments.result_files import read_marker
+from experiments.common.pipeline import Step, StepError, run_steps
+from experiments.common.result_files import read_marker
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -215,8 +215,8 @@ def _summary(teacher_f1, student_f1, teacher_acc=None, student_acc=None,
 
 
 def test_experiments_find_the_shipped_data():
-  # Every experiment takes the repository's place from experiments.paths.
-  from experiments import paths
+  # Every experiment takes the repository's place from experiments.common.paths.
+  from experiments.common import paths
   assert paths.REPO == REPO
   assert os.path.isfile(os.path.join(paths.DATA, "pretraining", "train.txt.gz"))
   assert os.path.isfile(paths.VOCAB)
@@ -475,7 +475,7 @@ def test_tiny_demo_end_to_end(tmp_path):
   # The Task Library's BertQuestionAnswerer read the app's model and
   # BertNLClassifier the spam student's (make setup installs it; CI
   # always has it).
-  from experiments.paths import TASK_LIBRARY_PYTHON
+  from experiments.common.paths import TASK_LIBRARY_PYTHON
   if os.environ.get("CI") or os.path.exists(TASK_LIBRARY_PYTHON):
     library = json.loads((assets / "answers.json").read_text())[
         "task_library"]

@@ -57,9 +57,9 @@ def _in_child(script):
 
 _OWN_CARVES = """
 import json, sys
-import experiments.distill_from_minilm as recipe
+import experiments.papers.distill_from_minilm as recipe
 loaded = [m for m in sys.modules if m.startswith("experiments.demo")]
-from experiments import demo_steps
+from experiments.demo import steps as demo_steps
 layout = recipe.Layout("/out")
 before = recipe.build_steps(layout, recipe.SCALES["full"])
 demo_steps.STUDENT, demo_steps.CARVED_STUDENT = "other", ("--heads", 4)
@@ -97,13 +97,13 @@ def test_the_carves_are_the_experiments_own_not_the_demos():
 
 _TRAINING_STEPS = """
 import json
-import experiments.distill_from_minilm as recipe
+import experiments.papers.distill_from_minilm as recipe
 steps = recipe.build_steps(recipe.Layout("/out"), recipe.SCALES["full"],
                            ("teacher", "carved", "carved_small_vocab"))
 print(json.dumps({s.name: s.clean for s in steps
                   if "tfmodels.training.finetune" in s.command
                   or "tfmodels.training.compress" in s.command
-                  or "experiments.plateau" in s.command}))
+                  or "experiments.papers.plateau" in s.command}))
 """
 
 
@@ -122,7 +122,7 @@ def test_unusable_results_dir_is_refused_before_any_work(tmp_path):
   blocker = tmp_path / "file"
   blocker.write_text("")
   result = subprocess.run(
-      [sys.executable, "-m", "experiments.distill_from_minilm", "--scale",
+      [sys.executable, "-m", "experiments.papers.distill_from_minilm", "--scale",
        "tiny", "--output_dir", str(tmp_path / "out"), "--results_dir",
        str(blocker / "results")], capture_output=True, text=True, cwd=REPO)
   assert result.returncode != 0
@@ -145,7 +145,7 @@ def test_tiny_recipe_end_to_end(tmp_path):
     committed_results = json.load(f)
   before = {r["name"]: r for r in committed_results["rows"]}
   shutil.copy(committed, results)
-  command = [sys.executable, "-m", "experiments.distill_from_minilm",
+  command = [sys.executable, "-m", "experiments.papers.distill_from_minilm",
              "--scale", "tiny", "--output_dir", str(out), "--results_dir",
              str(results), "--jobs", "2", "--models",
              "carved,carved_small_vocab"]

@@ -1,4 +1,4 @@
-"""The experiments' shared skeleton (experiments/experiment.py): where the
+"""The experiments' shared skeleton (experiments/common/skeleton.py): where the
 results go, and what a failed step still leaves."""
 
 import json
@@ -6,8 +6,8 @@ import os
 
 import pytest
 
-from experiments import experiment
-from experiments.pipeline import Step
+from experiments.common import skeleton
+from experiments.common.pipeline import Step
 
 
 def _write(path, text):
@@ -26,20 +26,20 @@ def _report(out):
   def report(results):
     measured = sorted(n for n in os.listdir(os.path.join(out, "a"))
                       if not n.startswith("."))
-    experiment.stage_results(results, "x", {"measured": measured}, "| a |\n")
+    skeleton.stage_results(results, "x", {"measured": measured}, "| a |\n")
     return "the table"
   return report
 
 
 def test_a_failed_step_still_reports_what_was_measured(tmp_path, capsys):
-  options = experiment.Options(output_dir=str(tmp_path / "out"),
+  options = skeleton.Options(output_dir=str(tmp_path / "out"),
                                results_dir=str(tmp_path / "results"))
-  with experiment.held_outputs(options) as (out, results):
+  with skeleton.held_outputs(options) as (out, results):
     steps = [Step("a", _write(os.path.join(out, "a", "a.txt"), "1"),
                   os.path.join(out, "a")),
              Step("b", _fail, os.path.join(out, "b"))]
     with pytest.raises(SystemExit) as exit_:
-      experiment.run_and_report(steps, options, results, _report(out))
+      skeleton.run_and_report(steps, options, results, _report(out))
   assert str(exit_.value).startswith("error: step 'b' failed (no data)")
   assert capsys.readouterr().out.endswith("the table\n")
   written = json.loads((tmp_path / "results" / "x.json").read_text())
@@ -49,55 +49,55 @@ def test_a_failed_step_still_reports_what_was_measured(tmp_path, capsys):
 
 
 def test_without_results_dir_the_results_go_to_the_output_dir(tmp_path):
-  options = experiment.Options(output_dir=str(tmp_path / "out"))
-  with experiment.held_outputs(options) as (out, results):
+  options = skeleton.Options(output_dir=str(tmp_path / "out"))
+  with skeleton.held_outputs(options) as (out, results):
     steps = [Step("a", _write(os.path.join(out, "a", "a.txt"), "1"),
                   os.path.join(out, "a"))]
-    experiment.run_and_report(steps, options, results, _report(out))
+    skeleton.run_and_report(steps, options, results, _report(out))
   assert sorted(os.listdir(tmp_path / "out")) == ["a", "x.json", "x.md"]
 
 
 def test_an_unknown_force_and_an_unusable_results_dir_are_one_line(
     tmp_path):
-  options = experiment.Options(output_dir=str(tmp_path / "out"),
+  options = skeleton.Options(output_dir=str(tmp_path / "out"),
                                force=("c",))
-  with experiment.held_outputs(options) as (out, results):
+  with skeleton.held_outputs(options) as (out, results):
     with pytest.raises(SystemExit, match="error: --force c: not a step"):
-      experiment.run_and_report([Step("a", _fail, out)], options, results,
+      skeleton.run_and_report([Step("a", _fail, out)], options, results,
                                 _report(out))
   (tmp_path / "file").write_text("")
-  options = experiment.Options(output_dir=str(tmp_path / "out2"),
+  options = skeleton.Options(output_dir=str(tmp_path / "out2"),
                                results_dir=str(tmp_path / "file" / "r"))
   with pytest.raises(SystemExit, match="^error: --results_dir "):
-    with experiment.one_line_errors():
-      with experiment.held_outputs(options):
+    with skeleton.one_line_errors():
+      with skeleton.held_outputs(options):
         pass
   assert sorted(os.listdir(tmp_path)) == ["file"]  # the runs made nothing
 
 
 def test_stray_arguments_and_jobs_below_one_are_refused():
   with pytest.raises(SystemExit, match="unexpected arguments: extra"):
-    experiment.check_command_line(["prog", "extra"], experiment.Options())
+    skeleton.check_command_line(["prog", "extra"], skeleton.Options())
   with pytest.raises(SystemExit, match="--jobs 0: give 1 or more"):
-    experiment.check_command_line(["prog"], experiment.Options(jobs=0))
+    skeleton.check_command_line(["prog"], skeleton.Options(jobs=0))
 
 
 def test_layout_names_the_shared_kinds_of_directory():
-  layout = experiment.Layout("/o")
+  layout = skeleton.Layout("/o")
   assert layout.run("teacher") == "/o/runs/teacher"
   assert layout.shards("train") == "/o/data/train/shards"
   assert layout.finetuned("teacher", "qa") == "/o/finetune/teacher_qa"
   assert layout.finetuned("student") == "/o/finetune/student"
 
 
-# The experiments' common options, each made by experiment's factory.
+# The experiments' common options, each made by the skeleton's factory.
 COMMON_OPTIONS = ("output_dir", "results_dir", "scale", "jobs", "force")
 
 
 def _skeleton_problems(source):
   """What keeps an experiment's source off the skeleton: its options
-  extend experiment.Options, declare the common options it has with
-  experiment's factories (`experiment.output_dir_option(...)`, ...), are
+  extend skeleton.Options, declare the common options it has with
+  the skeleton's factories (`skeleton.output_dir_option(...)`, ...), are
   its flags (`define_flags(ThatClass)` at module level, no flag defined by
   hand), and its command line is checked by check_command_line and its
   errors and Ctrl-C end it through one_line_errors (run_command, or
@@ -107,9 +107,9 @@ def _skeleton_problems(source):
   classes = {n.name: n for n in tree.body if isinstance(n, ast.ClassDef)}
 
   def is_options(name, seen=()):
-    """Extends experiment.Options, itself or through a class here."""
+    """Extends skeleton.Options, itself or through a class here."""
     for base in classes[name].bases:
-      if ast.unparse(base) == "experiment.Options" or (
+      if ast.unparse(base) == "skeleton.Options" or (
           isinstance(base, ast.Name) and base.id in classes
           and base.id not in seen and is_options(base.id, seen + (name,))):
         return True
@@ -124,44 +124,45 @@ def _skeleton_problems(source):
            if isinstance(n, ast.Call)}
   problems = []
   if not options:
-    problems.append("no options class extends experiment.Options")
+    problems.append("no options class extends skeleton.Options")
   if not set(options) & defined:
     problems.append("no define_flags(Options) at module level")
   if any(c.split(".")[-1].startswith(("DEFINE_", "mark_flag"))
-         or c == "experiment.define_flags" for c in calls):
+         or c == "skeleton.define_flags" for c in calls):
     problems.append("a flag defined by hand")
   for name in options:
     for field in classes[name].body:
       if (isinstance(field, ast.AnnAssign) and field.target.id in
           COMMON_OPTIONS and not (
               isinstance(field.value, ast.Call) and ast.unparse(
-                  field.value.func) == f"experiment.{field.target.id}_option")):
+                  field.value.func) == f"skeleton.{field.target.id}_option")):
         problems.append(f"{name}.{field.target.id} is not "
-                        f"experiment.{field.target.id}_option(...)")
-  if not ("experiment.run_command" in calls or {
-      "experiment.check_command_line", "experiment.one_line_errors"} <= calls):
+                        f"skeleton.{field.target.id}_option(...)")
+  if not ("skeleton.run_command" in calls or {
+      "skeleton.check_command_line", "skeleton.one_line_errors"} <= calls):
     problems.append("neither run_command nor check_command_line + "
                     "one_line_errors")
   return problems
 
 
 @pytest.mark.parametrize("module", [
-    "demo", "distill_from_minilm", "mixed_vocab_student",
-    "knowledge_transfer", "latency_benchmark"])
+    "demo/command", "papers/distill_from_minilm",
+    "papers/mixed_vocab_student", "papers/knowledge_transfer",
+    "bench/latency_benchmark"])
 def test_every_experiment_command_stands_on_the_skeleton(module):
   """So the common flags, errors and Ctrl-C mean the same in each. Read
   from the source: the commands define flags when imported, and several
   define the same ones."""
   import pathlib
-  path = pathlib.Path(experiment.__file__).with_name(module + ".py")
+  path = pathlib.Path(skeleton.__file__).parents[1] / (module + ".py")
   assert _skeleton_problems(path.read_text()) == []
 
 
 SKELETON = """
 @dataclasses.dataclass(frozen=True, kw_only=True)
-class Options(experiment.Options):
-  output_dir: str = experiment.output_dir_option("Runs.")
-  force: tuple = experiment.force_option()
+class Options(skeleton.Options):
+  output_dir: str = skeleton.output_dir_option("Runs.")
+  force: tuple = skeleton.force_option()
   size: int = option(1, "Size.")
 
 
@@ -169,19 +170,19 @@ define_flags(Options)
 
 
 def main(argv):
-  experiment.run_command(argv, from_flags(Options), run_experiment)
+  skeleton.run_command(argv, from_flags(Options), run_experiment)
 """
 
 
 @pytest.mark.parametrize("change, problem", [
-    (("define_flags(Options)", 'experiment.define_flags("Runs.")'),
+    (("define_flags(Options)", 'skeleton.define_flags("Runs.")'),
      "no define_flags(Options)"),
-    (("(experiment.Options)", ""), "no options class extends"),
-    (('experiment.force_option()', 'option((), "Steps.")'),
-     "Options.force is not experiment.force_option"),
+    (("(skeleton.Options)", ""), "no options class extends"),
+    (('skeleton.force_option()', 'option((), "Steps.")'),
+     "Options.force is not skeleton.force_option"),
     (('size: int = option(1, "Size.")', "size: int = 1\n"
       'flags.DEFINE_integer("size", 1, "Size.")'), "a flag defined by hand"),
-    (("experiment.run_command(argv, ", "run("), "neither run_command"),
+    (("skeleton.run_command(argv, ", "run("), "neither run_command"),
 ])
 def test_an_experiment_off_the_skeleton_is_found(change, problem):
   assert _skeleton_problems(SKELETON) == []

@@ -18,7 +18,16 @@ STAGES = ("tfmodels", "converters", "android_bench", "experiments")
 # (importer, imported): nothing under the first imports anything under the
 # second. Distillation (initialisations, losses) is a stage of its own that
 # the training commands use, never the other way round.
-SUBPACKAGE_RULES = (("tfmodels.distillation", "tfmodels.training"),)
+# In experiments: common <- apps, bench <- ship <- demo, papers (the demo
+# and the paper experiments both run ship's parts, never each other's).
+_LATER = {"common": ("apps", "bench", "ship", "demo", "papers"),
+          "apps": ("ship", "demo", "papers"), "bench": ("apps", "ship",
+                                                        "demo", "papers"),
+          "ship": ("demo", "papers"), "demo": ("papers",),
+          "papers": ("demo",)}
+SUBPACKAGE_RULES = (("tfmodels.distillation", "tfmodels.training"),) + tuple(
+    (f"experiments.{a}", f"experiments.{b}")
+    for a, later in _LATER.items() for b in later)
 
 
 def product_modules(root=REPO):

@@ -1,4 +1,4 @@
-"""experiments/latency_benchmark.py on tiny configs: converts, times through
+"""experiments/bench/latency_benchmark.py on tiny configs: converts, times through
 android_bench's host runner and writes the JSON / Markdown / PNG schema."""
 
 import json
@@ -27,7 +27,7 @@ def _vocab(path):
 
 def _run(*args):
   return subprocess.run(
-      [sys.executable, "-m", "experiments.latency_benchmark", *map(str, args)],
+      [sys.executable, "-m", "experiments.bench.latency_benchmark", *map(str, args)],
       capture_output=True, text=True, env=tiny_models.env(), cwd=REPO)
 
 
@@ -83,7 +83,7 @@ def test_our_int8_runs_in_one_xnnpack_partition(bench):
 def test_markdown_and_plot(bench):
   out, _, rows = bench
   text = (out / "benchmark.md").read_text()
-  assert "Command: `python -m experiments.latency_benchmark --output_dir" in text
+  assert "Command: `python -m experiments.bench.latency_benchmark --output_dir" in text
   assert "| model | variant | mode | threads | target | median ms |" in text
   assert text.count("| tiny_mobilebert |") == len(rows)
   png = (out / "benchmark.png").read_bytes()
@@ -174,7 +174,7 @@ def test_peer_mobilebert_converts_the_standard_way(tmp_path):
 
 
 def test_checks_decide_the_issue_and_skip_oversubscribed_host_rows():
-  from experiments import latency_report
+  from experiments.bench import latency_report
   def row(model, variant, mode, threads, ms, target="host"):
     return dict(model=model, variant=variant, mode=mode, threads=threads,
                 target=target, median_ms=ms)
@@ -201,7 +201,7 @@ def test_library_takes_options_not_flags(tmp_path):
   vocab = _vocab(tmp_path / "vocab.txt")
   script = (
       "import dataclasses, json\n"
-      "from experiments import latency_benchmark as bench\n"
+      "from experiments.bench import latency_benchmark as bench\n"
       "from tfmodels.command_options import with_defaults\n"
       "o = with_defaults(bench.BenchmarkOptions, models=('tiny_mobilebert',),"
       " variants=('nonorm_relu', 'layernorm_gelu'), modes=('float32',"
@@ -328,7 +328,7 @@ def test_a_refused_run_leaves_no_folder_it_made(tmp_path):
 
 
 def test_no_empty_folder_helpers(tmp_path):
-  from experiments.experiment import missing_dirs, remove_empty_dirs
+  from experiments.common.skeleton import missing_dirs, remove_empty_dirs
   (tmp_path / "had").mkdir()
   made = missing_dirs(tmp_path / "a" / "b" / "c", tmp_path / "had" / "x",
                       None)

@@ -1,4 +1,4 @@
-"""experiments.lexical_probe (the command and its functions): the word a
+"""experiments.papers.lexical_probe (the command and its functions): the word a
 table alone picks, on hand-built tables whose right answer is known."""
 
 import json
@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from conftest import REPO, write_lines
-from experiments.lexical_probe import (ProbeOptions, define_command_flags,
+from experiments.papers.lexical_probe import (ProbeOptions, define_command_flags,
                                        probe, read_questions, run_probe)
 from tfmodels.command_options import from_flags, with_defaults
 from tfmodels.tokenization import SPECIAL_TOKENS, WordPieceTokenizer
@@ -85,7 +85,7 @@ def test_command_reads_a_model_dir_and_refuses_other_questions(vocab,
   assert [q[0] for q in read_questions(str(data))] == [
       "large animal", "small feline"]
 
-  command = [sys.executable, "-m", "experiments.lexical_probe",
+  command = [sys.executable, "-m", "experiments.papers.lexical_probe",
              "--model_dir", str(tmp_path / "model"), "--data_dir",
              str(data.parent), "--vocab_file", vocab]
   run = subprocess.run(command + ["--output", str(tmp_path / "out.json")],
@@ -134,7 +134,7 @@ def test_command_uses_the_runs_vocabulary_and_refuses_another(vocab,
   run = _model_dir(vocab, tmp_path / "run",
                    files={"task.json": json.dumps(spec)})
   data = _data(tmp_path)
-  command = [sys.executable, "-m", "experiments.lexical_probe",
+  command = [sys.executable, "-m", "experiments.papers.lexical_probe",
              "--model_dir", run, "--data_dir", str(data.parent)]
   # No --vocab_file: the run's own (the shipped default would not fit).
   result = subprocess.run(command, capture_output=True, text=True, cwd=REPO)
@@ -172,7 +172,7 @@ def test_the_options_are_the_flags_and_importing_defines_none():
   cannot clash with another command's; a bare command line gives the
   options' defaults, and run_probe takes them without any flags."""
   assert not flags.FLAGS.flags_by_module_dict().get(
-      "experiments.lexical_probe")
+      "experiments.papers.lexical_probe")
   values = flags.FlagValues()
   define_command_flags(values)
   values(["lexical_probe"])
@@ -183,13 +183,13 @@ def test_the_options_are_the_flags_and_importing_defines_none():
 
 def test_model_checkpoint_prefix_is_the_model_directorys():
   """lexical_probe names it without importing TensorFlow."""
-  from experiments.lexical_probe import MODEL_CHECKPOINT
+  from experiments.papers.lexical_probe import MODEL_CHECKPOINT
   from tfmodels.checkpoints.model_dir import CHECKPOINT_PREFIX
   assert MODEL_CHECKPOINT == CHECKPOINT_PREFIX
 
 
 def _probe(*args):
-  return subprocess.run([sys.executable, "-m", "experiments.lexical_probe",
+  return subprocess.run([sys.executable, "-m", "experiments.papers.lexical_probe",
                          *map(str, args)], capture_output=True, text=True,
                         cwd=REPO)
 

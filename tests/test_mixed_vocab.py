@@ -110,7 +110,7 @@ def test_stage_one_and_two_commands(tmp_path):
 
 
 def test_the_shipped_minilm_teacher_keeps_minilm_and_adds_the_student_parts():
-  # Not through experiments.mixed_vocab_student: its absl flags would clash
+  # Not through experiments.papers.mixed_vocab_student: its absl flags would clash
   # with the other experiments' in this process.
   from tfmodels.checkpoints.teachers import load_teacher
   from tfmodels.distillation.mixed_vocab import init_from_pretrained

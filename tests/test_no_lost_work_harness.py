@@ -109,9 +109,9 @@ def _hold(directory):
 
 @pytest.mark.parametrize("module, args", [
     ("experiments.demo", ["--tiny"]),
-    ("experiments.knowledge_transfer", ["--scale", "tiny"]),
-    ("experiments.distill_from_minilm", ["--scale", "tiny"]),
-    ("experiments.latency_benchmark", ["--models", "mobilebert_tiny",
+    ("experiments.papers.knowledge_transfer", ["--scale", "tiny"]),
+    ("experiments.papers.distill_from_minilm", ["--scale", "tiny"]),
+    ("experiments.bench.latency_benchmark", ["--models", "mobilebert_tiny",
                                        "--modes", "float32"]),
 ])
 def test_second_writer_is_refused_while_the_first_runs(module, args,
@@ -160,17 +160,17 @@ def _unwritable(tmp_path):
     ("android_bench", ["report", "missing.json", "--output={bad}"],
      "--output"),
     ("experiments.demo", ["--tiny", "--output_dir={bad}"], "--output_dir"),
-    ("experiments.knowledge_transfer", ["--scale=tiny", "--output_dir={bad}"],
+    ("experiments.papers.knowledge_transfer", ["--scale=tiny", "--output_dir={bad}"],
      "--output_dir"),
-    ("experiments.distill_from_minilm", ["--scale=tiny", "--output_dir={bad}"],
+    ("experiments.papers.distill_from_minilm", ["--scale=tiny", "--output_dir={bad}"],
      "--output_dir"),
-    ("experiments.distill_from_minilm", ["--scale=tiny", "--output_dir={ok}",
+    ("experiments.papers.distill_from_minilm", ["--scale=tiny", "--output_dir={ok}",
                                          "--results_dir={bad}"],
      "--results_dir"),
-    ("experiments.latency_benchmark", ["--output_dir={bad}"], "--output_dir"),
-    ("experiments.latency_benchmark", ["--output_dir={ok}",
+    ("experiments.bench.latency_benchmark", ["--output_dir={bad}"], "--output_dir"),
+    ("experiments.bench.latency_benchmark", ["--output_dir={ok}",
                                        "--work_dir={bad}"], "--work_dir"),
-    ("experiments.demo_data", ["--output_dir={bad}"], "--output_dir"),
+    ("experiments.demo.data", ["--output_dir={bad}"], "--output_dir"),
     ("android_bench.qa_app.sample_passages", ["--output={bad}"], "--output"),
 ])
 def test_unwritable_output_is_one_line_before_any_work(module, args, flag,
@@ -204,13 +204,13 @@ def test_unwritable_output_is_one_line_before_any_work(module, args, flag,
      "error: --adb_server_port 70000: give a TCP port, 1..65535"),
     ("experiments.demo", ["--tiny", "--jobs=0"],
      "error: --jobs 0: give 1 or more"),
-    ("experiments.distill_from_minilm", ["--scale=tiny", "--jobs=0"],
+    ("experiments.papers.distill_from_minilm", ["--scale=tiny", "--jobs=0"],
      "error: --jobs 0: give 1 or more"),
-    ("experiments.knowledge_transfer", ["--scale=tiny", "--student_steps=0"],
+    ("experiments.papers.knowledge_transfer", ["--scale=tiny", "--student_steps=0"],
      "error: --student_steps 0: give 1 or more"),
-    ("experiments.latency_benchmark", ["--min_secs=-1"],
+    ("experiments.bench.latency_benchmark", ["--min_secs=-1"],
      "error: --min_secs -1: give seconds >= 0"),
-    ("experiments.latency_benchmark", ["--warmup_runs=-1"],
+    ("experiments.bench.latency_benchmark", ["--warmup_runs=-1"],
      "error: --warmup_runs -1: give 0 or more"),
 ])
 def test_bad_flag_is_one_line_before_any_work(module, args, line, tmp_path):
@@ -225,9 +225,9 @@ def test_bad_flag_is_one_line_before_any_work(module, args, line, tmp_path):
 
 
 def test_required_flag_is_one_line():
-  for module in ("experiments.knowledge_transfer",
-                 "experiments.distill_from_minilm",
-                 "experiments.latency_benchmark"):
+  for module in ("experiments.papers.knowledge_transfer",
+                 "experiments.papers.distill_from_minilm",
+                 "experiments.bench.latency_benchmark"):
     status, _, stderr = _command(module)
     assert (status, _lines(stderr)) == (1, ["error: --output_dir is "
                                             "required"]), module
@@ -299,7 +299,7 @@ def test_kill_9_takes_the_benchmark_with_it(tiny_model, tmp_path):
 
 
 RUNNER = """import sys
-from experiments.pipeline import Step, run_steps, sole_writer
+from experiments.common.pipeline import Step, run_steps, sole_writer
 from tfmodels.sigterm import exit_on_sigterm
 exit_on_sigterm()
 with sole_writer(sys.argv[1]) as out:
@@ -328,7 +328,7 @@ def test_a_stopped_pipeline_stops_its_steps_and_frees_the_output(
                                      else -how)
   for pid in os.listdir(pids):
     _wait_until(lambda pid=pid: _gone(int(pid)), "the steps to stop", 10)
-  from experiments.pipeline import sole_writer
+  from experiments.common.pipeline import sole_writer
   with sole_writer(str(out)):
     pass
 
@@ -343,7 +343,7 @@ def test_latency_benchmark_clears_work_dirs_of_killed_runs(tmp_path):
     (d / "runs").mkdir(parents=True)
   made = subprocess.run(
       [sys.executable, "-c", "import os, tempfile\n"
-       "from experiments import latency_benchmark as bench\n"
+       "from experiments.bench import latency_benchmark as bench\n"
        "assert bench.WORK_PREFIX == 'latency-benchmark-'\n"
        "print(os.getpid(), bench._own_work_dir())"],
       env={**ENV, "TMPDIR": str(tmp_path)}, cwd=REPO, capture_output=True,

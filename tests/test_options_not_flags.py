@@ -85,7 +85,7 @@ def _command_modules():
       ".".join(path.relative_to(ROOT).with_suffix("").parts)
       for package in PACKAGES for path in (ROOT / package).rglob("*.py")
       if "define_flags(" in path.read_text()
-      and path.name not in ("command_options.py", "experiment.py"))
+      and path.name not in ("command_options.py", "skeleton.py"))
 
 
 # Run in a child: each command module is imported alone into a clean flag

@@ -88,10 +88,10 @@ CASES = {
     "android_bench.__main__": (
         lambda u, t: ["report", t / "run.json", "--output", u],
         "--output {u}: was not written by android_bench report"),
-    "experiments.lexical_probe": (
+    "experiments.papers.lexical_probe": (
         lambda u, t: ["--model_dir", t, "--data_dir", t, "--output", u],
         "--output {u}: is a directory"),
-    "experiments.ship_teacher": (
+    "experiments.ship.teacher": (
         lambda u, t: ["--teacher", t, "--task", "squad", "--data_dir", t,
                       "--output", u],
         "--output {u}: was not written by ship_teacher"),
@@ -103,7 +103,7 @@ CASES = {
 
 def test_every_command_with_overwrite_is_walked():
   assert _modules_with_overwrite() == (set(CASES) | set(JOINING)
-                                       | {"experiments.qat_report"})
+                                       | {"experiments.papers.qat_report"})
 
 
 @pytest.mark.parametrize("module", sorted(CASES))
@@ -161,7 +161,7 @@ def _convert_into(users, classifier):
 
 def _benchmark_into(users, classifier):
   del classifier  # it builds its own tiny models
-  result = _run("experiments.latency_benchmark", "--output_dir", users,
+  result = _run("experiments.bench.latency_benchmark", "--output_dir", users,
                 "--work_dir", users.parent / "work", "--models",
                 "tiny_mobilebert", "--variants", "nonorm_relu", "--modes",
                 "float32", "--threads", 1, "--max_seq_length", 32,
@@ -190,7 +190,7 @@ def _demo_data_into(users, classifier):
 # with --overwrite, which keeps what it did not write.
 JOINING = {
     "converters.convert_tflite": _convert_into,
-    "experiments.latency_benchmark": _benchmark_into,
+    "experiments.bench.latency_benchmark": _benchmark_into,
     "tfmodels.data.build_demo_data": _demo_data_into,
 }
 
@@ -213,7 +213,7 @@ def test_qat_report_redoes_only_its_own_parts(tmp_path, classifier):
       "task": "spam", "max_seq_length": tiny_models.SEQ_LENGTH,
       "vocab_file": tiny_models.VOCAB}))
   part = _users_folder(tmp_path / "work" / "ptq_standard")
-  line = _refusal(_run("experiments.qat_report", "--model_dir", run,
+  line = _refusal(_run("experiments.papers.qat_report", "--model_dir", run,
                        "--data_dir", data, "--work_dir", tmp_path / "work",
                        "--results_dir", tmp_path / "results",
                        "--overwrite"))

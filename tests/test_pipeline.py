@@ -6,10 +6,10 @@ import time
 
 import pytest
 
-from experiments.knowledge_transfer import SCALES, build_steps
-from experiments.pipeline import (Step, StepError, run_steps, unowned_files,
+from experiments.papers.knowledge_transfer import SCALES, build_steps
+from experiments.common.pipeline import (Step, StepError, run_steps, unowned_files,
                                   unowned_files_under)
-from experiments.result_files import read_marker
+from experiments.common.result_files import read_marker
 
 
 def _append(log, name):

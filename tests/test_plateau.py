@@ -1,4 +1,4 @@
-"""experiments.plateau: the held-out slice, the doubling rule, the command."""
+"""experiments.papers.plateau: the held-out slice, the doubling rule, the command."""
 
 import gzip
 import json
@@ -8,7 +8,7 @@ import sys
 
 import pytest
 
-from experiments import plateau
+from experiments.papers import plateau
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -105,7 +105,7 @@ def test_a_folder_of_the_users_is_never_written_into(tmp_path):
   mine.mkdir()
   (mine / "notes.txt").write_text("keep")
   result = subprocess.run(
-      [sys.executable, "-m", "experiments.plateau", "--data_dir",
+      [sys.executable, "-m", "experiments.papers.plateau", "--data_dir",
        str(tmp_path / "data"), "--init_dir", str(init), "--model_dir",
        str(mine)], capture_output=True, text=True, cwd=REPO)
   assert result.returncode != 0
@@ -132,7 +132,7 @@ def test_bad_flags_are_refused_in_one_line_before_any_work(tmp_path, flags,
           "--model_dir": str(tmp_path / "out")}
   base.update(dict(zip(flags[::2], flags[1::2])))
   result = subprocess.run(
-      [sys.executable, "-m", "experiments.plateau",
+      [sys.executable, "-m", "experiments.papers.plateau",
        *[x for kv in base.items() for x in kv]],
       capture_output=True, text=True, cwd=REPO)
   assert result.returncode != 0

@@ -217,7 +217,7 @@ def test_convert_tflite_qat_steps(tmp_path_factory, tmp_path):
 
 
 def test_qat_report_row_and_markdown():
-  from experiments import qat_report
+  from experiments.papers import qat_report
 
   def report(points, **extra):
     return {"task": "spam", "eval_split": "dev", "seq_length": 128,
@@ -229,7 +229,7 @@ def test_qat_report_row_and_markdown():
            "learning_rate": 1e-5, "loss_before": 0.2, "loss_after": 0.1,
            "range_shift": 0.01, "quantized_tensors": 76}
   r = qat_report.row(report(95.0), report(96.25, qat=facts), "m",
-                     "standard", "python -m experiments.qat_report x",
+                     "standard", "python -m experiments.papers.qat_report x",
                      {"ptq": 1, "qat": 2})
   assert (r["float_metric"], r["ptq_metric"], r["qat_metric"]) == (
       96.5, 95.0, 96.25)
@@ -238,4 +238,4 @@ def test_qat_report_row_and_markdown():
   text = qat_report.markdown([r])
   assert ("| m | spam (dev) | standard | accuracy | 96.50 | 95.00 | -1.50 | "
           "96.25 | -0.25 | 97.00 | 200 | 0.2 -> 0.1 |") in text
-  assert "`python -m experiments.qat_report x`" in text
+  assert "`python -m experiments.papers.qat_report x`" in text

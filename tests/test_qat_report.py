@@ -39,7 +39,7 @@ def finetuned(tmp_path_factory):
 
 def _argv(finetuned, tmp_path, *extra):
   model_dir, data = finetuned
-  return [sys.executable, "-m", "experiments.qat_report", "--model_dir",
+  return [sys.executable, "-m", "experiments.papers.qat_report", "--model_dir",
           model_dir, "--data_dir", data, "--work_dir", tmp_path / "work",
           "--results_dir", tmp_path / "results", "--qat_steps", 2, *extra]
 
@@ -179,7 +179,7 @@ def test_parts_come_from_options_not_flags(tmp_path):
   command's absl flags clash with other commands')."""
   script = (
       "import json, os, sys\n"
-      "from experiments import qat_report\n"
+      "from experiments.papers import qat_report\n"
       "from tfmodels.command_options import with_defaults\n"
       "top = sys.argv[1]\n"
       "o = with_defaults(qat_report.QatReportOptions, model_dir=os.path.join("

@@ -13,7 +13,7 @@ import pytest
 
 from conftest import REPO
 
-# (experiments.tiny_teacher defines its flags on import: run, not imported.)
+# (experiments.common.tiny_teacher defines its flags on import: run, not imported.)
 TOKENIZER_FILES = ("vocab.txt", "tokenizer.json", "tokenizer_config.json",
                    "special_tokens_map.json")
 ENV = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"}
@@ -53,7 +53,7 @@ def test_the_real_teacher_imports_and_converts(tmp_path):
 @pytest.fixture(scope="module")
 def cut(tmp_path_factory):
   out = tmp_path_factory.mktemp("cut") / "tiny_teacher"
-  result = _run("experiments.tiny_teacher", "--layers", 2, "--output_dir",
+  result = _run("experiments.common.tiny_teacher", "--layers", 2, "--output_dir",
                 out)
   assert result.returncode == 0, result.stderr[-3000:]
   return out
@@ -99,7 +99,7 @@ def test_the_cut_teacher_computes_the_real_ones_first_layers(cut):
 
 
 def test_the_cut_is_refused_in_one_line(tmp_path):
-  result = _run("experiments.tiny_teacher", "--layers", 7, "--output_dir",
+  result = _run("experiments.common.tiny_teacher", "--layers", 7, "--output_dir",
                 tmp_path / "out")
   assert result.returncode == 1
   assert result.stderr.strip().splitlines()[-1] == (
@@ -108,7 +108,7 @@ def test_the_cut_is_refused_in_one_line(tmp_path):
   mine = tmp_path / "mine"
   mine.mkdir()
   (mine / "notes.txt").write_text("mine")
-  result = _run("experiments.tiny_teacher", "--output_dir", mine)
+  result = _run("experiments.common.tiny_teacher", "--output_dir", mine)
   assert result.returncode == 1
   assert result.stderr.strip().splitlines()[-1].startswith(
       f"error: --output_dir {mine}")

@@ -1,4 +1,4 @@
-"""experiments/ship.py end to end on tiny Hugging Face checkpoints written by
+"""experiments/ship/command.py end to end on tiny Hugging Face checkpoints written by
 transformers (tests/fixtures/checkpoints/ship_qa, ship_classifier; the
 classifier's tokenizer set to keep accents, every step then forced again
 beside a user's file), and its refusals: a budget no split meets (one line, before any training), no
@@ -14,8 +14,8 @@ import sys
 import pytest
 
 from android_bench.qa_app import SEQUENCE_LENGTH
-from experiments.paths import TASK_LIBRARY_PYTHON
-from experiments.ship_steps import (STEP_NAMES, Layout, Plan, build_steps,
+from experiments.common.paths import TASK_LIBRARY_PYTHON
+from experiments.ship.steps import (STEP_NAMES, Layout, Plan, build_steps,
                                     curve_lengths)
 
 FIXTURES = os.path.join(os.path.dirname(__file__), "fixtures", "checkpoints")
@@ -39,11 +39,11 @@ def _ship(*args, cwd=None):
 
 @pytest.fixture(scope="module")
 def slices(tmp_path_factory):
-  """Slices of the shipped QA and spam sets (experiments.demo_data, run as
+  """Slices of the shipped QA and spam sets (experiments.demo.data, run as
   its command: its flags would clash with other experiments' in this
   process)."""
   out = str(tmp_path_factory.mktemp("data"))
-  subprocess.run([sys.executable, "-m", "experiments.demo_data",
+  subprocess.run([sys.executable, "-m", "experiments.demo.data",
                   "--output_dir", out, "--pretraining_documents", "2",
                   "--spam_rows", "32,16", "--qa_questions", "32,8"],
                  check=True, capture_output=True, timeout=600)
@@ -331,7 +331,7 @@ def test_a_teacher_whose_head_does_not_answer_the_data_is_refused(
 def test_a_headless_teacher_is_fine_tuned_only_when_asked(qa_data, tmp_path):
   """Without --teacher_finetune_steps the first step refuses it in one
   line; with it the chain fine-tunes it before the search."""
-  from experiments.ship_teacher import TeacherError, TeacherOptions, check_head
+  from experiments.ship.teacher import TeacherError, TeacherOptions, check_head
   from tfmodels.checkpoints.model_dir import Head
   from tfmodels.command_options import with_defaults
 
@@ -367,8 +367,8 @@ def test_the_app_step_tells_the_app_commands_what_the_readme_says(tmp_path):
   classifier) the task, for app_assets/README.md."""
   layout = Layout(str(tmp_path))
   split = {"heads": 2, "intermediate_size": 64}
-  for task, module in (("squad", "experiments.qa_app_check"),
-                       ("sst2", "experiments.classifier_app")):
+  for task, module in (("squad", "experiments.apps.qa_app_check"),
+                       ("sst2", "experiments.apps.classifier_app")):
     plan = Plan(teacher="/users/teacher", task=task, data_dir="/users/data",
                 budget={})
     app, = [s for s in build_steps(plan, layout, split, False, "student_qat")
@@ -418,7 +418,7 @@ def test_a_tf1_checkpoint_is_a_teacher_too(qa_data, tmp_path):
 
   def teacher_step(out, *args):
     return subprocess.run(
-        [sys.executable, "-m", "experiments.ship_teacher", "--teacher",
+        [sys.executable, "-m", "experiments.ship.teacher", "--teacher",
          teacher, "--task", "squad", "--data_dir", qa_data, "--vocab_file",
          str(vocab), "--max_seq_length", "32", "--output", str(out), *args],
         capture_output=True, text=True, timeout=600,

@@ -62,7 +62,7 @@ def _snapshot(root):
 @pytest.fixture(scope="module")
 def spam_data(tmp_path_factory):
   out = str(tmp_path_factory.mktemp("data"))
-  subprocess.run([sys.executable, "-m", "experiments.demo_data",
+  subprocess.run([sys.executable, "-m", "experiments.demo.data",
                   "--output_dir", out, "--pretraining_documents", "2",
                   "--spam_rows", "24,12", "--qa_questions", "4,2"],
                  check=True, capture_output=True, timeout=600)
@@ -164,10 +164,10 @@ CASES = {
 
 @pytest.mark.parametrize("case", sorted(CASES))
 def test_the_teachers_files_are_read_as_untrusted_input(case, tmp_path):
-  """What ship checks before any step (experiments.ship_teacher.
+  """What ship checks before any step (experiments.ship.teacher.
   inspect_teacher; the teacher step checks it again): one line naming the
   file and what is wrong with it, in seconds."""
-  from experiments.ship_teacher import inspect_teacher
+  from experiments.ship.teacher import inspect_teacher
   config, files, named = CASES[case]
   teacher = _teacher(tmp_path, config, files)
   began = time.time()
@@ -193,7 +193,7 @@ def test_ship_refuses_such_a_teacher_before_any_step(case, spam_data,
 
 
 def test_vocab_txt_and_tokenizer_json_that_disagree_are_refused(tmp_path):
-  from experiments.ship_teacher import inspect_teacher
+  from experiments.ship.teacher import inspect_teacher
   teacher = _teacher(tmp_path)
   path = os.path.join(teacher, "tokenizer.json")
   with open(path) as f:
@@ -282,7 +282,7 @@ def test_the_teachers_tokenizer_settings_reach_every_tokenizer(
   from tokenizers import Tokenizer
   from android_bench.qa_app.answering import tokenizer_for
   from converters.metadata import attach
-  from experiments.ship_teacher import TeacherOptions, write_teacher
+  from experiments.ship.teacher import TeacherOptions, write_teacher
   from tfmodels.tokenization import WordPieceTokenizer, settings_beside
   teacher = _teacher(tmp_path, tokenizer={"strip_accents": strip,
                                           "handle_chinese_chars": chinese})
@@ -310,7 +310,7 @@ def test_the_teachers_tokenizer_settings_reach_every_tokenizer(
 
 
 def test_a_cased_teacher_is_refused_in_one_line(tmp_path):
-  from experiments.ship_teacher import inspect_teacher
+  from experiments.ship.teacher import inspect_teacher
   teacher = _teacher(tmp_path, tokenizer={"lowercase": False})
   path = os.path.join(teacher, "tokenizer_config.json")
   with open(path) as f:
@@ -322,7 +322,7 @@ def test_a_cased_teacher_is_refused_in_one_line(tmp_path):
 
 
 def test_settings_the_two_files_disagree_on_are_refused(tmp_path):
-  from experiments.ship_teacher import inspect_teacher
+  from experiments.ship.teacher import inspect_teacher
   teacher = _teacher(tmp_path, tokenizer={"strip_accents": False})
   with pytest.raises(ValueError, match=(
       f"^{teacher}/tokenizer_config.json: field 'strip_accents' is null, but "

@@ -1,4 +1,4 @@
-"""experiments/split_search.py: the candidate grid, the choice against a
+"""experiments/ship/split_search.py: the candidate grid, the choice against a
 budget from a made-up latency table, the timing of a shape on the host as it
 ships (substituted; cached: a second search does not re-time), the cache
 kept apart per target and within its bound (only the records of the times,
@@ -16,9 +16,9 @@ import time
 import numpy as np
 import pytest
 
-from experiments.split_budget import Budget
-from experiments import split_search
-from experiments.split_search import (CACHE_DAYS, CACHE_MB, BudgetError,
+from experiments.ship.split_budget import Budget
+from experiments.ship import split_search
+from experiments.ship.split_search import (CACHE_DAYS, CACHE_MB, BudgetError,
                                      Candidate, Device, Row, SearchOptions,
                                      attach, candidates, carved, choose,
                                      measure, prune_cache, search, shape_key,
@@ -232,7 +232,7 @@ def test_candidates_are_timed_on_the_phone_apart_from_the_host(
     binary = _binary(tmp_path)
     work = tmp_path / "work"
     refused = subprocess.run(
-        [sys.executable, "-m", "experiments.split_search", "--teacher_dir",
+        [sys.executable, "-m", "experiments.ship.split_search", "--teacher_dir",
          _fake_teacher(tmp_path), "--data_dir", str(tmp_path),
          "--target_latency_ms", "5", "--target", "adb", "--benchmark_binary",
          binary, "--adb", ADB, "--adb_server_port", str(lab.server_port),
@@ -298,7 +298,7 @@ def test_the_command_chooses_and_refuses_in_one_line(tmp_path):
   (teacher / "task.json").write_text(json.dumps({
       "task": "spam", "max_seq_length": tiny_models.SEQ_LENGTH,
       "vocab_file": tiny_models.VOCAB}))
-  common = [sys.executable, "-m", "experiments.split_search", "--teacher_dir",
+  common = [sys.executable, "-m", "experiments.ship.split_search", "--teacher_dir",
             str(teacher), "--data_dir", tiny_models.spam_data(str(base)),
             "--heads", "2,1", "--widths", "32", "--ranks", "none,8",
             "--calibration_examples", "64", "--num_runs", "5",
@@ -349,7 +349,7 @@ def test_the_command_chooses_and_refuses_in_one_line(tmp_path):
 
 
 def test_the_score_curve_ranks_as_spearman_does():
-  from experiments.split_score_curve import spearman
+  from experiments.ship.split_score_curve import spearman
   assert spearman([1, 2, 3, 4], [10, 20, 30, 40]) == pytest.approx(1.0)
   assert spearman([1, 2, 3, 4], [4, 3, 2, 1]) == pytest.approx(-1.0)
   # Ties take their mean rank: ranks (0, 1.5, 1.5, 3) against (0, 1, 2, 3).
@@ -483,7 +483,7 @@ def stand_in(name, **names):
 stand_in("tfmodels.tokenization",
          VocabError=type("VocabError", (ValueError,), {}))
 stand_in("tfmodels.compression.carve", CarveSpec=None, carved_config=None)
-from experiments import split_search
+from experiments.ship import split_search
 mode = sys.argv[1]
 def search(options):
   if mode == "hold":

@@ -10,8 +10,8 @@ import sys
 
 import pytest
 
-from experiments import student_recipe
-from experiments.student_recipe import command, command_flags
+from experiments.ship import student_recipe
+from experiments.ship.student_recipe import command, command_flags
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -20,7 +20,7 @@ REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 # finetune command line of its carved student.
 _CHANGED = """
 import dataclasses, json, sys
-from experiments import student_recipe
+from experiments.ship import student_recipe
 student_recipe.RECIPE = dataclasses.replace(
     student_recipe.RECIPE, substitute="gelu=relu", recover_learning_rate=3e-4,
     task_kd="hidden", learning_rate=7e-4, warmup_fraction=0.25,
@@ -28,19 +28,19 @@ student_recipe.RECIPE = dataclasses.replace(
     **json.loads(sys.argv[2]))
 consumer = sys.argv[1]
 if consumer == "ship":
-  from experiments import ship_steps
+  from experiments.ship import steps as ship_steps
   plan = ship_steps.Plan(teacher="/t", task="squad", data_dir="/d",
                          budget={"target_params": 0.4})
   steps = ship_steps.build_steps(plan, ship_steps.Layout("/out"), {
       "heads": 2, "intermediate_size": 64, "table_rank": None})
   names = ("carve", "student")
 elif consumer == "distill_from_minilm":
-  from experiments import distill_from_minilm as e
+  from experiments.papers import distill_from_minilm as e
   steps = e.build_steps(e.Layout("/out"), e.SCALES["full"],
                         ("teacher", "carved"))
   names = ("carve_carved_qa", "carved_qa", "carve_carved_spam", "carved_spam")
 else:
-  from experiments import mixed_vocab_student as e
+  from experiments.papers import mixed_vocab_student as e
   steps = e.build_steps(e.Layout("/out"), e.SCALES["full"],
                         {"teacher": "/t.json", "student": "/s.json"},
                         ("teacher", "carved"))
@@ -113,7 +113,7 @@ def test_a_held_out_slice_reaches_every_student(consumer):
 # ship_report defines its flags on import: read in a child.
 _PLATEAU_LINES = """
 import json, sys
-from experiments.ship_report import _plateau_lines
+from experiments.ship.report import _plateau_lines
 print(json.dumps([_plateau_lines(json.loads(sys.argv[1]), "f1"),
                   _plateau_lines(None, "f1")]))
 """
@@ -137,7 +137,7 @@ def test_the_report_shows_the_students_curve():
 
 
 def test_a_flag_the_command_lacks_fails_as_the_steps_are_built(monkeypatch):
-  from experiments import ship_steps
+  from experiments.ship import steps as ship_steps
   plan = ship_steps.Plan(teacher="/t", task="squad", data_dir="/d",
                          budget={"target_params": 0.4})
   split = {"heads": 2, "intermediate_size": 64, "table_rank": 32}

@@ -1,4 +1,4 @@
-"""The Brown task's learnable intent (experiments.tense_intent) and how
+"""The Brown task's learnable intent (experiments.papers.tense_intent) and how
 mixed_vocab_student reads it against the majority class."""
 
 import gzip
@@ -9,7 +9,7 @@ import sys
 
 import pytest
 
-from experiments.tense_intent import relabel, tense
+from experiments.papers.tense_intent import relabel, tense
 from tfmodels.data.tagging import read_conll
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -52,7 +52,7 @@ def test_the_command_relabels_every_split_and_refuses_a_missing_one(tmp_path):
       f.write("# label = news\nIt\tpps\nis\tbez\n\n# label = news\n"
               "It\tpps\nwas\tbedz\n\n# label = news\nThey\tppss\nwent\tvbd\n\n")
   run = lambda *a: subprocess.run(
-      [sys.executable, "-m", "experiments.tense_intent", *a],
+      [sys.executable, "-m", "experiments.papers.tense_intent", *a],
       capture_output=True, text=True, cwd=REPO)
   result = run("--data_dir", str(data), "--output_dir", str(tmp_path / "out"))
   assert result.returncode == 0, result.stderr[-2000:]
@@ -81,7 +81,7 @@ def test_the_command_relabels_every_split_and_refuses_a_missing_one(tmp_path):
 
 _REPORT = """
 import json, os, sys
-import experiments.mixed_vocab_student as mv
+import experiments.papers.mixed_vocab_student as mv
 out = sys.argv[1]
 layout = mv.Layout(out)
 steps = mv.build_steps(layout, mv.SCALES["tiny"],

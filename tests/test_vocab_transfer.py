@@ -262,7 +262,7 @@ def test_a_carved_student_on_its_own_vocabulary_converts_and_answers(
   # The Task Library answers from the same file: it tokenizes with the
   # vocabulary the metadata carries and takes no other.
   app = tmp_path / "app"
-  result = _run("experiments.qa_app_check", "--model", model, "--qa_dir", data,
+  result = _run("experiments.apps.qa_app_check", "--model", model, "--qa_dir", data,
                 "--questions", 2, "--dev_questions", 0, "--output_dir", app,
                 "--task_library_python", task_library_python())
   assert result.returncode == 0, (result.stdout + result.stderr)[-2000:]

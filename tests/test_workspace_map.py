@@ -157,7 +157,8 @@ def _fake_repo(tmp_path):
   """A small repository: two modules, a package, a Makefile, a README."""
   for path in ("tfmodels/__init__.py", "tfmodels/configs.py",
                "tfmodels/data/__init__.py", "tfmodels/data/glue.py",
-               "experiments/__init__.py", "experiments/ship.py",
+               "experiments/__init__.py", "experiments/ship/__init__.py",
+               "experiments/ship/__main__.py", "experiments/ship/command.py",
                "experiments/tests/test_x.py", "README.md"):
     full = tmp_path / path
     full.parent.mkdir(parents=True, exist_ok=True)
@@ -169,7 +170,7 @@ def _fake_repo(tmp_path):
 GOOD_MAP = """# Map
 - `tfmodels/configs.py`: configs.
 - `tfmodels/data/glue.py`: GLUE.
-- `experiments/ship.py`: `python -m experiments.ship --teacher DIR`, `make demo`.
+- `experiments/ship/command.py`: `python -m experiments.ship --teacher DIR`, `make demo`.
 See `README.md`, `tfmodels/{configs,data/glue}.py`, `tfmodels/data/*.py`,
 `tfmodels.data`, `task.json`, `--output_dir`.
 ```
@@ -220,8 +221,8 @@ def test_the_checker_names_unknown_modules_paths_commands_targets(tmp_path):
 def test_the_real_map_fails_without_a_module_line_or_with_a_bogus_one():
   text = read_workspace()
   unknown, missing = check_map(
-      text.replace("`experiments/tiny_teacher.py`", "tiny_teacher"))
-  assert missing == ["experiments/tiny_teacher.py"] and unknown == []
+      text.replace("`experiments/common/tiny_teacher.py`", "tiny_teacher"))
+  assert missing == ["experiments/common/tiny_teacher.py"] and unknown == []
   bogus = text + "\n- `converters/no_such_module.py`: made up.\n"
   unknown, missing = check_map(bogus)
   assert unknown == ["path `converters/no_such_module.py`"] and missing == []

@@ -42,7 +42,7 @@ class OutputError(ValueError):
 # In every directory a command writes whole: which command, which files.
 OWNER_RECORD = ".written_by.json"
 # What the experiments' step runner keeps in the directory it hands a
-# command (experiments/pipeline.py reads these names from here): its
+# command (experiments/common/pipeline.py reads these names from here): its
 # done-marker and the step's log, never the user's.
 RUNNER_MARKER = ".done"
 RUNNER_LOG = "pipeline.log"

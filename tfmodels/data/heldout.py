@@ -121,7 +121,7 @@ def main(argv):
 
 
 def define_command_flags():
-  """Defines the flags, when run as a command only (experiments.plateau
+  """Defines the flags, when run as a command only (experiments.papers.plateau
   imports `split` beside its own flags)."""
   define_flags(HeldoutOptions)
 

@@ -40,7 +40,7 @@ stage-I student table on student-only data:
 
 (STUDENT.json: a student whose vocab_size is the student vocabulary's and
 whose width is the teacher's mixed_vocab_embedding_size, e.g.
-snips_l6_h192 with vocab_size 4818; experiments/mixed_vocab_student.py runs
+snips_l6_h192 with vocab_size 4818; experiments/papers/mixed_vocab_student.py runs
 the whole chain.)
 """
 

@@ -3,7 +3,7 @@
 A run is scored on a slice held out of train at S, 2S, 4S ... steps; the
 curve has reached its plateau when one doubling gains less than `min_gain`
 points (F1 for QA, accuracy x 100 for classification). A teacher's points
-are whole runs (`experiments.plateau`); a student's are points within one
+are whole runs (`experiments.papers.plateau`); a student's are points within one
 run (`finetune --eval_split`), which also stops at a cap in steps and one
 in minutes.
 

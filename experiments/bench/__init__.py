@@ -1,0 +1,3 @@
+"""MobileBERT's Table 7 latency benchmark (`make benchmark`): the matrix
+of models, modes and threads timed by android_bench (latency_benchmark)
+and its table (latency_report)."""

@@ -1,0 +1,390 @@
+"""`ship`'s last step: REPORT.md and report/summary.json, teacher beside
+student, from what the steps wrote.
+
+    python -m experiments.ship.report --output_dir ship_output
+
+Scripts read report/summary.json:
+  metric                 "f1" (QA) or "accuracy" (classification)
+  teacher, student       float (the Keras model on dev at the shipped
+                         length), int8 (the int8 file on dev), params
+                         (encoder parameters), int8_mb, latency_ms (at
+                         max_seq_length), int8_latency_by_length ([[L, ms],
+                         ...]: the dynamic-length int8 file at each length
+                         timed), threads, max_seq_length; the student also
+                         target
+                         (where it was timed), budget (what it was asked to
+                         meet), within_budget, split, qat, qat_needed (post-
+                         training int8 lost more than QAT_DROP points)
+  search                 the split search's table (candidate, params, int8
+                         MB, measured ms, score, chosen)
+  assets                 the shipped .tflite, its vocabulary, the check
+                         through the app's twin and the Task Library
+  app                    QA: `latency` (the questions' median model ms at
+                         the lengths the twin picks and at the default,
+                         their share, answers the same) and `dev` (F1 /
+                         exact match through the twin both ways)
+  arm64                  QA: the arm64 step's arm64.json (per file: same
+                         answers, dev F1 host / arm64, max logit diff;
+                         instructions per inference), or {"not_run": why}
+  steps                  each step's seconds and peak memory
+"""
+
+import dataclasses
+import json
+import os
+import sys
+import time
+
+from absl import app
+
+from experiments.ship.figures import app_latency_text, arm64_lines
+from experiments.common.result_files import (arm64_result, config_params,
+                                      conversion_summary,
+                                      latency_rows, read_json, read_marker)
+from experiments.ship.steps import Layout, needs_qat
+from tfmodels.command_options import define_flags, from_flags, option
+from tfmodels.staging import write_file
+
+# finetune --task -> the metric the report compares (a key of the task's
+# eval results, in points).
+METRICS = {"squad": "f1"}
+DEFAULT_METRIC = "accuracy"
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class ReportOptions:
+  output_dir: str | None = option(None, "A ship output directory.",
+                                  required=True)
+
+
+define_flags(ReportOptions)
+
+
+def _latency(rows, name, mode, threads, length):
+  return next((r["latency_ms"] for r in rows
+               if (r["model"], r["mode"], r["threads"], r["length"]) == (
+                   name, mode, threads, length)
+               and r["latency_ms"] is not None), None)
+
+
+def _by_length(rows, name, mode, threads):
+  """[[length, ms], ...] of one file over the lengths the latency step
+  timed, shortest first."""
+  return sorted([r["length"], r["latency_ms"]] for r in rows
+                if (r["model"], r["mode"], r["threads"]) == (name, mode,
+                                                             threads)
+                and r["latency_ms"] is not None and r["length"])
+
+
+def _model(layout, plan, name, model_dir, conversion, rows, int8_name=None):
+  """One side of the comparison."""
+  conversion = conversion or {}
+  modes = conversion.get("modes") or {}
+  int8_conversion = modes.get("int8") or {}
+  params = config_params(os.path.join(model_dir, "config.json"),
+                         plan["max_seq_length"]) or {}
+  return {"float": conversion.get("keras_metric"),
+          "float32_file": (modes.get("float32") or {}).get("metric"),
+          "int8": int8_conversion.get("metric"),
+          "params": params.get("params_encoder"),
+          "int8_mb": int8_conversion.get("size_mb"),
+          "float32_mb": (modes.get("float32") or {}).get("size_mb"),
+          "latency_ms": _latency(rows, int8_name or name, "int8",
+                                 plan["threads"], plan["max_seq_length"]),
+          "float32_latency_ms": _latency(rows, name, "float32",
+                                         plan["threads"],
+                                         plan["max_seq_length"]),
+          "int8_latency_by_length": _by_length(rows, int8_name or name,
+                                               "int8", plan["threads"]),
+          "threads": plan["threads"],
+          "max_seq_length": plan["max_seq_length"],
+          "shape": {k: params.get(k) for k in ("layers", "heads",
+                                               "intermediate_size",
+                                               "normalization", "act")}}
+
+
+def collect(out):
+  """Everything the report shows, as one JSON-able dict (None where a
+  step has not written yet)."""
+  layout = Layout(out)
+  recorded = read_json(layout.plan) or {}
+  plan = recorded.get("plan") or {}
+  teacher_dir = (layout.path("finetune", "teacher")
+                 if plan.get("teacher_finetune_steps") else
+                 layout.imported())
+  int8_name = recorded.get("shipped") or "student"
+  int8_file = layout.tflite_file(int8_name, "int8")
+  qat = int8_name == "student_qat"
+  _, rows = latency_rows(out)
+  conversions = {n: conversion_summary(r) for n in
+                 ("teacher", "student", "student_qat")
+                 if (r := read_json(layout.report_json(n)))}
+  student = _model(layout, plan, "student", layout.student,
+                   conversions.get("student"), rows, int8_name)
+  if "student_qat" in conversions:  # QAT ran; its file ships if better
+    student["post_training_int8"] = student["int8"]
+    student["qat_int8"] = conversions["student_qat"]["modes"]["int8"][
+        "metric"]
+  if qat:
+    student["int8"] = student["qat_int8"]
+    student["int8_mb"] = conversions["student_qat"]["modes"]["int8"][
+        "size_mb"]
+  search = read_json(layout.split) or {}
+  budget = {k: v for k, v in (plan.get("budget") or {}).items() if v}
+  student.update(target=plan.get("target"), budget=budget, qat=qat,
+                 qat_needed=needs_qat(layout),
+                 max_latency_ms=(search.get("budget") or {}).get(
+                     "max_latency_ms"),
+                 split=search.get("chosen"),
+                 within_budget=_within(student, budget, search),
+                 plateau=read_json(os.path.join(layout.student,
+                                                "plateau.json")))
+  carving = read_json(os.path.join(layout.carved_model, "carving.json"))
+  app_answers = read_json(os.path.join(layout.app, "answers.json"))
+  metric = METRICS.get(plan.get("task"), DEFAULT_METRIC)
+  steps = [dict(s, **read_marker(s["output"]))
+           for s in recorded.get("steps", [])]
+  return {
+      "metric": metric, "task": plan.get("task"),
+      "teacher": _model(layout, plan, "teacher", teacher_dir,
+                        conversions.get("teacher"), rows),
+      "student": student,
+      "search": search, "carving": carving and {
+          k: carving.get(k) for k in ("heads", "intermediate_size",
+                                      "low_rank_ranks", "params_share",
+                                      "dev_teacher", "dev_carved",
+                                      "dev_substituted", "dev_recovered")},
+      "assets": {"tflite": os.path.join(layout.app, _app_file(plan)),
+                 "source": int8_file, "check": _app_check(app_answers)},
+      "app": app_answers and {k: app_answers.get(k) for k in (
+          "latency", "dev")},
+      "arm64": (arm64_result(layout.arm64) if plan.get("task") == "squad"
+                else None),
+      "plan": plan, "steps": steps,
+      "seconds": sum(s["seconds"] or 0 for s in steps),
+      "wall_seconds": (time.time() - recorded["began"]
+                       if recorded.get("began") else None)}
+
+
+def _app_file(plan):
+  return ("qa_model.tflite" if plan.get("task") == "squad"
+          else "classifier_model.tflite")
+
+
+def _within(student, budget, search):
+  """Does the shipped student meet each bound it was given (measured)?"""
+  checks = {}
+  bound = (search.get("budget") or {}).get("max_latency_ms") or budget.get(
+      "target_latency_ms")
+  if bound:
+    checks["latency_ms"] = (student["latency_ms"] is not None and
+                            student["latency_ms"] <= bound)
+  if budget.get("target_mb"):
+    checks["int8_mb"] = (student["int8_mb"] is not None and
+                         student["int8_mb"] <= budget["target_mb"])
+  if budget.get("target_params") and search.get("teacher_params"):
+    checks["params"] = (student["params"] is not None and student["params"]
+                        <= budget["target_params"] * search["teacher_params"])
+  return checks
+
+
+def _app_check(answers):
+  """How many of the app check's answers the twin and the Task Library
+  agree on (None where the Task Library was not asked)."""
+  if not answers:
+    return None
+  if "summary" in answers:  # experiments.apps.classifier_app
+    s = answers["summary"]
+    return {"asked": s.get("texts"), "agree": s.get("agree"),
+            "twin": s.get("twin_accuracy"),
+            "task_library": s.get("task_library_accuracy")}
+  asked = answers.get("answers") or []
+  library = answers.get("task_library") or {}
+  return {"asked": len(asked), "agree": library.get("agree"),
+          "twin_f1": (sum(a["f1"] for a in asked) / len(asked) * 100
+                      if asked else None)}
+
+
+def _fmt(value, digits=1):
+  return "-" if value is None else f"{value:,.{digits}f}"
+
+
+def _share(part, whole):
+  return ("-" if part is None or not whole else f"{100 * part / whole:.0f}%")
+
+
+def _length_lines(teacher, student):
+  """The int8 files' latency against the length they run at (an app that
+  sizes its inputs to the text pays the row of its token count)."""
+  times = [dict(side["int8_latency_by_length"] or ())
+           for side in (teacher, student)]
+  lengths = sorted(set(times[0]) | set(times[1]))
+  if len(lengths) < 2:
+    return []
+  return ["Int8 latency against the sequence length the files run at "
+          f"(ms; {student['threads']} thread(s); the files take any length, "
+          f"[1, {student['max_seq_length']}] by default):", "",
+          "| length | " + " | ".join(map(str, lengths)) + " |",
+          "| --- |" + " --- |" * len(lengths),
+          *(f"| {name} | " + " | ".join(_fmt(t.get(n), 2) for n in lengths)
+            + " |" for name, t in zip(("teacher", "student"), times)), ""]
+
+
+def markdown(summary):
+  """REPORT.md."""
+  t, s, metric = summary["teacher"], summary["student"], summary["metric"]
+  budget = ", ".join(f"{k} {v:g}" for k, v in s["budget"].items())
+  met = s["within_budget"]
+  verdict = ("meets" if met and all(met.values()) else
+             "does NOT meet" if met else "was not checked against")
+  split = s["split"] or {}
+  lines = [
+      f"# ship: {summary['task']} student of {summary['plan'].get('teacher')}",
+      "",
+      f"The student {verdict} its budget ({budget}"
+      + (f": at most {s['max_latency_ms']:.2f} ms" if s.get("max_latency_ms")
+         else "")
+      + f"; timed on the {s['target']}, {s['threads']} thread(s), L = "
+      f"{s['max_seq_length']})"
+      f" and keeps {_share(s['float'], t['float'])} of the teacher's dev "
+      f"{metric} in float, {_share(s['int8'], t['float'])} in int8, in "
+      f"{_share(s['latency_ms'], t['latency_ms'])} of the teacher's int8 "
+      "time.", "",
+      "| | teacher | student |", "| --- | --- | --- |",
+      f"| dev {metric}, float (Keras) | {_fmt(t['float'])} | "
+      f"{_fmt(s['float'])} |",
+      f"| dev {metric}, int8 file | {_fmt(t['int8'])} | {_fmt(s['int8'])}"
+      f"{' (QAT)' if s['qat'] else ''} |",
+      f"| encoder parameters | {_fmt(t['params'], 0)} | "
+      f"{_fmt(s['params'], 0)} |",
+      f"| int8 file, MB | {_fmt(t['int8_mb'], 2)} | {_fmt(s['int8_mb'], 2)} |",
+      f"| int8 latency, ms | {_fmt(t['latency_ms'], 2)} | "
+      f"{_fmt(s['latency_ms'], 2)} |",
+      f"| float32 latency, ms | {_fmt(t['float32_latency_ms'], 2)} | "
+      f"{_fmt(s['float32_latency_ms'], 2)} |",
+      f"| shape | {_shape(t['shape'])} | {_shape(s['shape'])} |", "",
+      *_length_lines(t, s),
+      *([f"Post-training int8 lost more than 1 point: quantization-aware "
+         f"training gave {_fmt(s['qat_int8'])} against "
+         f"{_fmt(s['post_training_int8'])}; the "
+         f"{'QAT' if s['qat'] else 'post-training'} file ships.", ""]
+        if "qat_int8" in s else []),
+      *([f"Post-training int8 lost {s['float'] - s['int8']:.1f} points; "
+         "quantization-aware training is off (--qat_steps 0).", ""]
+        if s.get("qat_needed") and summary["plan"].get("qat_steps") == 0
+        else []),
+      f"Split: {split.get('heads')} heads, FFN "
+      f"{split.get('intermediate_size')}, word table "
+      f"{'rank ' + str(split['table_rank']) if split.get('table_rank') else 'whole'}"
+      "; NoNorm + relu.", ""]
+  rows = (summary["search"] or {}).get("rows") or []
+  if rows:
+    lines += ["## The split search", "",
+              "Each candidate timed as an int8 file of its shape (random "
+              "weights: time depends on shape) on the target; score = the "
+              "share of the teacher's head and neuron importance and word-"
+              "table energy it keeps.", "",
+              "| heads | FFN | table rank | params | int8 MB | ms | score "
+              "| chosen |", "| --- | --- | --- | --- | --- | --- | --- | --- |"]
+    for r in sorted(rows, key=lambda r: r["latency_ms"]):
+      lines.append(f"| {r['heads']} | {r['intermediate_size']} | "
+                   f"{r.get('table_rank') or '-'} | {r['params']:,} | "
+                   f"{r['int8_mb']:.2f} | {r['latency_ms']:.2f} | "
+                   f"{r['score']:.3f} | {'yes' if r['chosen'] else ''} |")
+    lines.append("")
+  lines += _plateau_lines(s.get("plateau"), metric)
+  carving = summary["carving"] or {}
+  if carving.get("dev_carved"):
+    lines += ["## Carving", "",
+              f"Dev {metric} of the teacher "
+              f"{_fmt(_points(carving.get('dev_teacher'), metric))}, right "
+              f"after the carve {_fmt(_points(carving.get('dev_carved'), metric))}"
+              f", after NoNorm + relu "
+              f"{_fmt(_points(carving.get('dev_substituted'), metric))}, "
+              f"after recovery {_fmt(_points(carving.get('dev_recovered'), metric))}"
+              " (at the training length, before distillation).", ""]
+  check = summary["assets"]["check"]
+  lines += ["## App assets", "", f"`{summary['assets']['tflite']}` (with its "
+            "vocabulary in the metadata and beside it)."]
+  if check:
+    lines.append(f"Asked {check['asked']} dev examples through the app's "
+                 "Python twin" + (f"; the TFLite Task Library gave the same "
+                                  f"answer to {check['agree']} of them."
+                                  if check.get("agree") is not None else
+                                  "; the Task Library was not available."))
+  latency_text = app_latency_text(summary.get("app") or {})
+  if latency_text:
+    lines += ["", latency_text]
+  arm64 = arm64_lines(summary.get("arm64"))
+  if arm64:
+    lines += ["", "## On arm64", "", *arm64]
+  lines += ["", "## Steps", "", "| step | seconds | peak MB |",
+            "| --- | --- | --- |"]
+  for step in summary["steps"]:
+    lines.append(f"| {step['name']} | {_fmt(step['seconds'], 0)} | "
+                 f"{_fmt(step['peak_memory_mb'], 0)} |")
+  lines.append(f"| all steps (side by side: more than the wall time) | "
+               f"{_fmt(summary['seconds'], 0)} | |")
+  if summary.get("wall_seconds") is not None:
+    lines.append(f"\nWall time of this run up to its report: "
+                 f"{summary['wall_seconds'] / 60:.1f} min.")
+  return "\n".join(lines) + "\n"
+
+
+def _plateau_lines(plateau, metric):
+  """The student's held-out curve (--student_heldout) and why it ended."""
+  if not plateau or not plateau.get("points"):
+    return []
+  points = ", ".join(f"{p['steps']} steps {p['score']:.1f}"
+                     for p in plateau["points"])
+  return ["## The student's training", "",
+          f"Scored on the slice of train held out ({metric}, points) as it "
+          f"trained: {points}. It ended after {plateau['steps']} steps: "
+          f"{plateau['stopped']}.", ""]
+
+
+def _shape(shape):
+  if not shape or shape.get("layers") is None:
+    return "-"
+  return (f"{shape['layers']} layers, {shape['heads']} heads, FFN "
+          f"{shape['intermediate_size']}, {shape['normalization']} + "
+          f"{shape['act']}")
+
+
+def _points(results, metric):
+  """A task's eval results in points (SQuAD's f1 already is one; accuracy
+  is a fraction)."""
+  if not results or results.get(metric) is None:
+    return None
+  value = results[metric]
+  return value if metric == "f1" else value * 100
+
+
+def write_report(out):
+  summary = collect(out)
+  layout = Layout(out)
+  write_file(layout.summary, json.dumps(summary, indent=2))
+  write_file(layout.report, markdown(summary))
+  return summary
+
+
+def main(argv):
+  if len(argv) > 1:
+    sys.exit(f"error: unexpected arguments: {' '.join(argv[1:])}")
+  options = from_flags(ReportOptions)
+  if not os.path.isfile(Layout(options.output_dir).plan):
+    sys.exit(f"error: --output_dir {options.output_dir}: no plan.json (not "
+             "a ship output directory)")
+  summary = write_report(options.output_dir)
+  s = summary["student"]
+  print(f"{summary['metric']}: teacher {_fmt(summary['teacher']['float'])}, "
+        f"student {_fmt(s['float'])} float / {_fmt(s['int8'])} int8, "
+        f"{_fmt(s['latency_ms'], 2)} ms; {Layout(options.output_dir).report}")
+
+
+def run():
+  app.run(main)
+
+
+if __name__ == "__main__":
+  run()
