@@ -146,7 +146,7 @@ def _skeleton_problems(source):
 
 
 @pytest.mark.parametrize("module", [
-    "demo/command", "papers/distill_from_minilm",
+    "ship/command", "demo/command", "papers/distill_from_minilm",
     "papers/mixed_vocab_student", "papers/knowledge_transfer",
     "bench/latency_benchmark"])
 def test_every_experiment_command_stands_on_the_skeleton(module):

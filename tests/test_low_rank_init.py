@@ -77,3 +77,15 @@ def test_a_student_of_another_vocabulary_is_refused():
   with pytest.raises(ValueError, match="does not match"):
     init_word_embeddings(student.get_layer("embeddings"),
                          teacher.get_layer("embeddings"))
+
+
+def test_a_tall_table_factors_as_its_svd_does():
+  """The Gram route of a word table (V >> H) gives the SVD's top factors."""
+  rng = np.random.default_rng(3)
+  table = rng.normal(size=(600, 24)) * np.linspace(3.0, 0.1, 24)
+  left, right, error = low_rank_factors(table, 8)
+  u, s, vt = np.linalg.svd(table, full_matrices=False)
+  np.testing.assert_allclose(left @ right, (u[:, :8] * s[:8]) @ vt[:8],
+                             atol=1e-10)
+  assert error == pytest.approx(
+      np.sqrt(np.sum(s[8:] ** 2) / np.sum(s ** 2)), rel=1e-9)

@@ -523,3 +523,17 @@ def kronecker_matrix_shape(c: ModelConfig, matrix: str) -> tuple[int, int]:
   h, i, a = c.hidden_size, c.intermediate_size, c.attention_width
   return {"intermediate": (i, h), "output": (h, i),
           "attention_output": (h, a)}.get(matrix, (a, h))
+
+
+def embedding_layout(c: ModelConfig):
+  """(project_first, project_last, width) of the embedding block.
+
+  MobileBERT projects the (trigram) word vectors to hidden_size before adding
+  positions; ALBERT adds positions at width E and projects after the norm.
+  """
+  project_first = c.model_type == "mobilebert" and (
+      c.trigram_input or c.embedding_size != c.hidden_size)
+  project_last = c.model_type == "bert" and c.embedding_size != c.hidden_size
+  width = c.hidden_size if (project_first or not project_last) else (
+      c.embedding_size)
+  return project_first, project_last, width

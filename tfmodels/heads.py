@@ -12,10 +12,9 @@
 import tensorflow as tf
 import tf_keras as keras
 
-from tfmodels.configs import ModelConfig
+from tfmodels.configs import ModelConfig, embedding_layout
 from tfmodels.layers.activations import get_activation
 from tfmodels.layers.dense import Dense
-from tfmodels.layers.embeddings import embedding_layout
 
 
 def _init(config):

@@ -17,10 +17,10 @@ import tf_keras as keras
 
 from tfmodels.configs import ModelConfig
 from tfmodels.encoders import build_encoder, float32_model as _model
+from tfmodels.head_spec import SENTENCE_OBJECTIVES
 from tfmodels.heads import (ClassificationHead, JointIntentSlotHead,
                             MaskedLMHead, SpanHead, TokenTaggingHead)
 
-SENTENCE_OBJECTIVES = ("nsp", "sop")
 
 
 # The layers heads add beside the encoder, itself a layer of the model named

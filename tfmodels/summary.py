@@ -22,9 +22,8 @@ import sys
 from absl import app, flags
 
 from tfmodels.command_options import define_flags, from_flags, option
-from tfmodels.configs import ConfigError, ModelConfig, load_config
-from tfmodels.layers.embeddings import embedding_layout
-from tfmodels.layers.kronecker import kronecker_macs
+from tfmodels.configs import (ConfigError, ModelConfig, embedding_layout,
+                              load_config)
 
 PARAMS_TOLERANCE = 0.02
 FLOPS_TOLERANCE = 0.05
@@ -148,6 +147,7 @@ class _Counter:
       b = (n_out // a[0], n_in // a[1])
       sums = self.c.kronecker_num_sums
       params = sums * (a[0] * a[1] + b[0] * b[1])
+      from tfmodels.layers.kronecker import kronecker_macs  # TensorFlow's
       self.flops_linear += 2 * tokens * kronecker_macs(a, b, sums)
     else:
       params = n_in * n_out

@@ -45,8 +45,6 @@ import os
 import string
 import unicodedata
 
-import tensorflow as tf
-import tensorflow_text as text
 
 SPECIAL_TOKENS = ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]")
 MAX_WORD_CHARS = 100
@@ -245,6 +243,10 @@ class WordPieceTokenizer:
     self.pad_id, self.unk_id, self.cls_id, self.sep_id, self.mask_id = (
         self.token_to_id[t] for t in SPECIAL_TOKENS)
     self._normalized = {}  # character -> [(normalized char, word role)]
+    # TensorFlow only here and in the graph path: reading a vocabulary or
+    # its settings (load_vocab, settings_beside) loads neither.
+    import tensorflow as tf
+    import tensorflow_text as text
     self._table = tf.lookup.StaticVocabularyTable(
         tf.lookup.KeyValueTensorInitializer(
             tf.constant(self.vocab), tf.range(len(self.vocab),
@@ -264,6 +266,8 @@ class WordPieceTokenizer:
 
   def tf_tokenize(self, texts):
     """Graph op: string tensor [B] -> int64 RaggedTensor [B, (pieces)]."""
+    import tensorflow as tf
+    import tensorflow_text as text
     x = tf.strings.regex_replace(texts, _DELETE_RE, "")
     x = tf.strings.regex_replace(x, _SPACE_RE, " ")
     if self.settings.strips_accents:
@@ -284,6 +288,7 @@ class WordPieceTokenizer:
 
   def ids_batch(self, texts):
     """List of str -> list of id lists (no offsets; the fast path)."""
+    import tensorflow as tf
     out = []
     for begin in range(0, len(texts), _BATCH):
       chunk = tf.constant(list(texts[begin:begin + _BATCH]), tf.string)

@@ -4,7 +4,9 @@ written) and the facts their README.md gives of the model they hand over
 (its model card, when convert_tflite wrote one beside it)."""
 
 import dataclasses
+import json
 import os
+import subprocess
 import sys
 
 from tfmodels.command_options import option
@@ -151,3 +153,19 @@ def model_facts(model, *, task, length, length_words, asked, teacher=None,
   if run_report:
     lines.append(f"- The run's report: `{run_report}`.")
   return "\n".join(lines)
+
+
+def ask_task_library(python, app_dir, args, what):
+  """The JSON answers of android_bench/APP_DIR/task_library.py run with
+  `args` by the Task Library venv's `python` (tflite-support lives there,
+  not here); RuntimeError naming `what` (the Task Library class) if it
+  fails."""
+  from experiments.common.paths import REPO
+  from tfmodels.process_lifetime import die_with_parent
+  script = os.path.join(REPO, "android_bench", app_dir, "task_library.py")
+  result = subprocess.run([python, script, *args], capture_output=True,
+                          text=True, preexec_fn=die_with_parent)
+  if result.returncode != 0:
+    raise RuntimeError(f"the Task Library's {what} failed: "
+                       f"{result.stderr.strip().splitlines()[-1:]}")
+  return json.loads(result.stdout)

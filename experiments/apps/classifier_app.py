@@ -26,16 +26,14 @@ import dataclasses
 import json
 import os
 import shutil
-import subprocess
 import sys
 
 from absl import app
 
-from experiments.apps.app_checks import (AppReadmeOptions, check_app_flags,
-                                    model_facts, read_model_card)
-from experiments.common.paths import REPO
+from experiments.apps.app_checks import (AppReadmeOptions, ask_task_library,
+                                    check_app_flags, model_facts,
+                                    read_model_card)
 from tfmodels.command_options import define_flags, from_flags, option
-from tfmodels.process_lifetime import die_with_parent
 from tfmodels.staging import staged_path, write_file
 
 
@@ -165,15 +163,9 @@ def ask_task_library(python, model, texts, directory):
   android_bench/classifier_app/task_library.py in its own venv."""
   path = os.path.join(directory, "task_library_texts.json")
   write_file(path, json.dumps(texts))
-  script = os.path.join(REPO, "android_bench", "classifier_app",
-                        "task_library.py")
-  result = subprocess.run([python, script, "--model", model, "--texts", path],
-                          capture_output=True, text=True,
-                          preexec_fn=die_with_parent)
-  if result.returncode != 0:
-    raise RuntimeError("the Task Library's BertNLClassifier failed: "
-                       f"{result.stderr.strip().splitlines()[-1:]}")
-  return json.loads(result.stdout)
+  return ask_task_library(python, "classifier_app",
+                          ["--model", model, "--texts", path],
+                          "BertNLClassifier")
 
 
 def summarize(answers, asked_library):

@@ -30,19 +30,17 @@ import dataclasses
 import json
 import os
 import shutil
-import subprocess
 import sys
 
 from absl import app
 
 from android_bench.qa_app import DEFAULT_THREADS
-from experiments.apps.app_checks import (AppReadmeOptions, check_app_flags,
-                                    model_facts)
+from experiments.apps.app_checks import (AppReadmeOptions, ask_task_library,
+                                    check_app_flags, model_facts)
 from experiments.common.paths import REPO
 from experiments.apps.qa_questions import pick_questions, same_answers, scores
 from tfmodels.command_options import define_flags, from_flags, option
 from tfmodels.data import squad
-from tfmodels.process_lifetime import die_with_parent
 from tfmodels.staging import staged_path, write_file
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -178,16 +176,10 @@ def ask_task_library(python, model, questions, directory):
   path = os.path.join(directory, "task_library_questions.json")
   write_file(path, json.dumps([{"question": q["question"],
                                 "passage": q["passage"]} for q in questions]))
-  script = os.path.join(REPO, "android_bench", "qa_app", "task_library.py")
-  result = subprocess.run([python, script, "--model", model, "--questions",
-                           path, "--max_seq_length",
-                           str(squad.MAX_SEQ_LENGTH)],
-                          capture_output=True, text=True,
-                          preexec_fn=die_with_parent)
-  if result.returncode != 0:
-    raise RuntimeError("the Task Library's BertQuestionAnswerer failed: "
-                       f"{result.stderr.strip().splitlines()[-1:]}")
-  return json.loads(result.stdout)
+  return ask_task_library(
+      python, "qa_app", ["--model", model, "--questions", path,
+                         "--max_seq_length", str(squad.MAX_SEQ_LENGTH)],
+      "BertQuestionAnswerer")
 
 
 def main(argv):

@@ -134,11 +134,12 @@ def config_params(config_file, seq_length):
 
 
 def latency_rows(out):
-  """(runs, rows) of the android_bench runs under OUT/bench/host and
-  OUT/bench/phone: a row per model, mode, threads, delegate and length
-  (the one it ran at: `--lengths`', else its own shape's)."""
+  """(paths, rows) of the android_bench runs under OUT/bench/host and
+  OUT/bench/phone: the run files read, and a row per model, mode, threads,
+  delegate and length (the one it ran at: `--lengths`', else its own
+  shape's)."""
   from android_bench import report, results
-  runs, rows = [], []
+  paths, rows = [], []
   for target in ("host", "phone"):
     directory = os.path.join(out, "bench", target)
     if not os.path.isdir(directory):
@@ -148,7 +149,7 @@ def latency_rows(out):
         run = results.load_run(path)
       except results.ResultsError:
         continue
-      runs.append(run)
+      paths.append(path)
       for row in report.summarize(run):
         own = ((run["models"].get(row["model"]) or {}).get("inputs")
                or [{"shape": [None, None]}])[0]["shape"]
@@ -162,7 +163,7 @@ def latency_rows(out):
                      "low_ms": row.get("low_ms"),
                      "high_ms": row.get("high_ms"),
                      "status": ",".join(row["statuses"])})
-  return runs, rows
+  return paths, rows
 
 
 def conversion_summary(report):

@@ -1,7 +1,8 @@
-"""What every experiment command shares: its common flags, where its steps
-write, and how a run ends (one definition, so the experiments cannot drift
-apart in what --force means, what a failed step leaves, or how the results
-are written).
+"""What every command made of steps shares (ship, the demo, the papers'
+experiments, the latency benchmark): its common flags, where its steps
+write, the settings it records (check_plan), and how a run ends (one
+definition, so they cannot drift apart in what --force means, what a
+failed step leaves, or how the results are written).
 
     @dataclasses.dataclass(frozen=True, kw_only=True)
     class XOptions(Options):
@@ -42,9 +43,10 @@ FORCE_HELP = "Step names to re-run even if done."
 
 # The options the experiments have in common, declared here once: an
 # experiment's options take the ones it has as fields made by these.
-def output_dir_option(help, default=None):  # pylint: disable=redefined-builtin
-  """--output_dir, with the experiment's `help` (and `default`)."""
-  return option(default, help)
+def output_dir_option(help, default=None, required=False):  # pylint: disable=redefined-builtin
+  """--output_dir, with the command's `help` (and `default`, or
+  `required`)."""
+  return option(default, help, required=required)
 
 
 def results_dir_option(results):
@@ -207,13 +209,36 @@ def stage_results(results, name, data, table):
   results.add(name + ".md", f"# {name}\n\n" + table)
 
 
+def check_plan(layout, record, what, recorded=lambda plan: plan):
+  """Refuses (OutputError, one line) an output directory whose plan.json
+  records other settings than `record`: its finished steps would be
+  skipped though they were made for other settings. `recorded` finds the
+  settings in the old plan.json; `what` names the run ("a ship run")."""
+  if not os.path.exists(layout.plan):
+    return
+  try:
+    with open(layout.plan) as f:
+      old = recorded(json.load(f)) or {}
+  except (OSError, ValueError, AttributeError) as e:
+    raise OutputError(f"--output_dir {layout.out}: unreadable {layout.plan} "
+                      f"({e}); delete it or use another --output_dir"
+                      ) from None
+  changed = sorted(k for k in record if old.get(k) != record[k])
+  if changed:
+    raise OutputError(f"--output_dir {layout.out} holds {what} with other "
+                      f"settings ({', '.join(changed)}); delete it or use "
+                      "another --output_dir")
+
+
 class Layout:
   """Where each step writes under the output directory: one method per
   kind of directory, so the step that writes it and the code that reads it
-  cannot disagree. An experiment's Layout adds its own kinds."""
+  cannot disagree. An experiment's Layout adds its own kinds; a command
+  that records its settings keeps them in `plan` (check_plan)."""
 
   def __init__(self, out):
     self.out = out
+    self.plan = os.path.join(out, "plan.json")
 
   def path(self, *parts):
     return os.path.join(self.out, *parts)

@@ -4,30 +4,25 @@ verdict on its student.
     summary, bench_runs = collect("demo_output")
     summary["verdict"]["text"]
 
-`collect` reads what the demo's two ship runs wrote (OUTPUT_DIR/qa and
-OUTPUT_DIR/spam: the carving facts, fine-tuning results and TensorBoard
-summaries, convert_tflite reports, android_bench runs, the app twin's
-answers, the steps' `.done` markers; the readers are `result_files'`) into
-one JSON-able dict, the models named as the demo names them (teacher_qa,
-carved_spam); a piece not written yet is None, so a half-finished demo
-still reports. `experiments.demo.report` draws it.
+`collect` reads the report/summary.json of the demo's two ship runs
+(OUTPUT_DIR/qa and OUTPUT_DIR/spam: each ship run's whole record, see
+`experiments.ship.report`) into one JSON-able dict, the models named as
+the demo names them (teacher_qa, carved_spam); a run whose report is not
+written yet gives None, so a half-finished demo still reports.
+`experiments.demo.report` draws it.
 """
 
 import math
-import os
 
 from experiments.demo.steps import (MODELS, STUDENT, STUDENT_RECORD, Layout,
-                                    read_plan, size_key, task_step)
-from experiments.common.result_files import (arm64_result, config_params,
-                                      conversion_summary,
-                                      latency_rows, read_json, read_marker,
-                                      read_scalars, tsv_rows)
+                                    size_key, task_step)
+from experiments.common.result_files import read_json, tsv_rows
 
 LABELS = {"teacher": "MiniLM teacher (all-MiniLM-L6-v2, fine-tuned)",
           STUDENT: f"{STUDENT} student (heads and FFN neurons cut, "
                    "NoNorm + relu, task KD)"}
 TASKS = {"qa": ("QA", "f1", "F1"), "spam": ("spam", "accuracy", "accuracy")}
-# The issue's target: the shipped student keeps this share of the teacher's
+# The demo's target: the shipped student keeps this share of the teacher's
 # QA F1.
 QA_F1_TARGET = 0.9
 # ship's steps of each model's chain (the teacher's import and
@@ -37,33 +32,6 @@ CHAIN_STEPS = {"teacher": ("teacher", "teacher_finetune"),
 # ship's model names -> the demo's, per task.
 SHIP_NAMES = {"teacher": "teacher", "student": STUDENT,
               "student_qat": f"{STUDENT}_qat"}
-# What the report shows of compress's carving.json.
-CARVING_FACTS = ("heads", "intermediate_size", "low_rank_ranks",
-                 "params_encoder", "teacher_params_encoder", "params_share",
-                 "word_table_error", "calibration_examples", "substitution",
-                 "recovery")
-
-
-def finetuned(out, model, task):
-  """The fine-tuned model directory of a model and task (ship fine-tunes
-  the demo's pretrained teacher into finetune/teacher)."""
-  ship = Layout(out).ship(task)
-  return ship.path("finetune", "teacher") if model == "teacher" else (
-      ship.student)
-
-
-def model_dir(out, model):
-  """Where a model's encoder config is: the imported teacher, or the QA
-  student (the one the app ships)."""
-  ship = Layout(out).ship("qa")
-  return ship.imported() if model == "teacher" else ship.carved_model
-
-
-def carving_facts(out, task):
-  """What compress kept and measured for a task (None before it ran)."""
-  facts = read_json(os.path.join(Layout(out).ship(task).carved_model,
-                                 "carving.json"))
-  return facts and {k: facts.get(k) for k in CARVING_FACTS}
 
 
 def demo_name(ship_name, task):
@@ -71,51 +39,50 @@ def demo_name(ship_name, task):
   return task_step(SHIP_NAMES.get(ship_name, ship_name), task)
 
 
-def collect(out):
-  """Everything the report shows, as one JSON-able dict."""
+def shipped(out):
+  """{task: the task's ship run's report/summary.json, or {} before its
+  report step ran}."""
   layout = Layout(out)
-  plan = read_plan(layout.plan) if os.path.exists(layout.plan) else {}
-  sizes = plan.get("sizes") or {}
+  return {task: read_json(layout.ship(task).summary) or {} for task in TASKS}
+
+
+def collect(out):
+  """Everything the report shows, as one JSON-able dict, and the QA
+  run's android_bench runs (for the latency-against-length figure)."""
+  layout = Layout(out)
+  plan = read_json(layout.plan) or {}
+  runs = shipped(out)
   models = {}
   for m in MODELS:
-    entry = {"label": LABELS[m],
-             "params": config_params(os.path.join(model_dir(out, m),
-                                                 "config.json"),
-                                    sizes.get("qa_max_seq_length", 128)),
-             "tasks": {}, "finetune_loss": {}}
-    for task in TASKS:
-      ft = finetuned(out, m, task)
-      entry["tasks"][task] = read_json(os.path.join(ft, "eval_results.json"))
-      entry["finetune_loss"][task] = read_scalars(
-          os.path.join(ft, "summaries")).get("loss", [])
+    side = "teacher" if m == "teacher" else "student"
+    qa = runs["qa"].get(side) or {}
+    entry = {"label": LABELS[m], "params": qa.get("config"),
+             "tasks": {t: (runs[t].get(side) or {}).get("dev")
+                       for t in TASKS},
+             "finetune_loss": {t: (runs[t].get(side) or {}).get("loss", [])
+                               for t in TASKS}}
     if m == STUDENT:
-      entry["carving"] = {task: carving_facts(out, task)
-                          for task in TASKS}
+      entry["carving"] = {t: runs[t].get("carving") for t in TASKS}
     models[m] = entry
-  conversions, by_length, bench_runs, steps = {}, [], [], []
-  for task in TASKS:
-    ship = layout.ship(task)
-    for name in SHIP_NAMES:
-      report = read_json(ship.report_json(name))
-      if report:
-        conversions[demo_name(name, task)] = conversion_summary(report)
-    runs, rows = latency_rows(ship.out)
-    bench_runs += runs if task == "qa" else []
-    by_length += [dict(r, model=demo_name(r["model"], task)) for r in rows]
-    ship_plan = read_json(ship.plan) or {}
-    steps += [dict(s, stage=task, **read_marker(s["output"]))
-              for s in ship_plan.get("steps", [])]
-  app_answers = read_json(os.path.join(layout.ship("qa").app,
-                                       "answers.json"))
-  spam_app = read_json(os.path.join(layout.ship("spam").app,
-                                    "answers.json")) or {}
+  conversions, by_length, steps = {}, [], []
+  for task, summary in runs.items():
+    conversions.update({demo_name(n, task): c for n, c in
+                        (summary.get("conversions") or {}).items()})
+    by_length += [dict(r, model=demo_name(r["model"], task))
+                  for r in summary.get("latency_rows") or ()]
+    steps += [dict(s, stage=task) for s in summary.get("steps") or ()]
+  from android_bench import results
+  bench_runs = [results.load_run(p)
+                for p in runs["qa"].get("latency_runs") or ()]
+  spam_app = runs["spam"].get("app_answers") or {}
   summary = {"plan": {k: plan.get(k) for k in ("scale", "sizes",
                                                STUDENT_RECORD, "phone",
                                                "no_phone", "task_data")},
              "steps": steps, "models": models, "conversions": conversions,
              "latency": at_app_length(by_length),
-             "latency_by_length": by_length, "app": app_answers,
-             "arm64": arm64_result(layout.ship("qa").arm64),
+             "latency_by_length": by_length,
+             "app": runs["qa"].get("app_answers"),
+             "arm64": runs["qa"].get("arm64"),
              "spam_app": spam_app.get("summary")}
   spam = (plan.get("task_data") or {}).get("spam")
   summary["plan"]["spam_dev_rows"] = tsv_rows(spam, "dev") if spam else None

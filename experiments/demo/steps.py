@@ -22,6 +22,7 @@ import shutil
 import subprocess
 
 from android_bench.qa_app import SEQUENCE_LENGTH
+from experiments.common import skeleton
 from experiments.common.paths import data_sources
 from experiments.common.pipeline import Step, python_module
 from experiments.common.real_teacher import MINILM, tiny_teacher_step
@@ -138,17 +139,13 @@ SCALES = {
 }
 
 
-class Layout:
+class Layout(skeleton.Layout):
   """Where each step writes, under the output directory: a ship output
   directory per task."""
 
   def __init__(self, out):
-    self.out = out
-    self.plan = os.path.join(out, "plan.json")
+    super().__init__(out)
     self.report = os.path.join(out, "REPORT.md")
-
-  def path(self, *parts):
-    return os.path.join(self.out, *parts)
 
   def ship(self, task):
     """The task's ship run (qa, spam)."""
@@ -260,29 +257,11 @@ def check_force(names):
   return set(names)
 
 
-def read_plan(path):
-  """plan.json as a dict; ValueError or OSError if it cannot be read."""
-  with open(path) as f:
-    return json.load(f)
-
-
 def check_plan(layout, scale_name, scale):
-  """Refuses an output directory holding a demo of another scale or
+  """Refuses an output directory holding a demo of another size or
   carved student (its finished steps would be skipped); records this
   one's otherwise."""
   record = {"scale": scale_name, "sizes": scale.record(),
             STUDENT_RECORD: [str(a) for a in CARVED_STUDENT]}
-  if os.path.exists(layout.plan):
-    try:
-      old = read_plan(layout.plan)
-    except (OSError, ValueError) as e:
-      raise DemoError(f"--output_dir {layout.out}: unreadable {layout.plan} "
-                      f"({e}); delete it or use another --output_dir"
-                      ) from None
-    if (old.get("sizes"), old.get(STUDENT_RECORD)) != (
-        record["sizes"], record[STUDENT_RECORD]):
-      raise DemoError(
-          f"--output_dir {layout.out} holds a demo of another size or "
-          f"student ({old.get('scale')}); delete it or use another "
-          "--output_dir")
+  skeleton.check_plan(layout, record, "a demo")
   return record

@@ -64,10 +64,11 @@ from experiments.common.pipeline import StepError, run_steps, sole_writer
 from experiments.ship.steps import (APP_LENGTH, DEFAULT_APP_LENGTH, Layout,
                                     STEP_NAMES, Plan, ShipError, better_int8,
                                     build_steps, needs_qat, read_split)
-from experiments.ship.split_budget import BUDGET_FLAGS, budget_of
+from experiments.ship.split_budget import (BUDGET_FLAGS, BudgetOptions,
+                                          budget_of)
 from tfmodels.command_options import define_flags, from_flags, option
 from tfmodels.flag_checks import refuse_nonfinite_floats
-from tfmodels.sigterm import INTERRUPT_STATUS, exit_on_sigterm
+from tfmodels.sigterm import exit_on_sigterm
 from tfmodels.staging import refuse_link, write_file
 
 _PLAN_DEFAULTS = Plan(teacher="", task="", data_dir="", budget={})
@@ -78,27 +79,18 @@ def _default(name):
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
-class Options:
-  """ship's flags."""
+class Options(skeleton.Options, BudgetOptions):
+  """ship's flags: the skeleton's common ones, the budget's, its own."""
   teacher: str | None = option(None, "Your fine-tuned teacher: a Hugging "
                                "Face directory, our run directory or a TF1 "
                                "checkpoint.", required=True)
   data_dir: str | None = option(None, "The task's data (train and dev "
                                 "splits).", required=True)
-  output_dir: str | None = option(None, "Where everything goes: a new or "
-                                  "empty folder, or an earlier ship run's "
-                                  "(resumed).", required=True)
+  output_dir: str | None = skeleton.output_dir_option(
+      "Where everything goes: a new or empty folder, or an earlier ship "
+      "run's (resumed).", required=True)
   task: str | None = option(None, "The task (finetune --task; default: from "
                             "the teacher's head and the data files).")
-  target_latency_ms: float = option(0.0, "Budget: at most this median int8 "
-                                    "time on --target (0: none).")
-  target_latency_share: float = option(
-      0.0, "Budget: at most this share of the teacher's own int8 time on "
-      "--target, measured in the same search (0: none).")
-  target_params: float = option(0.0, "Budget: at most this share of the "
-                                "teacher's encoder parameters (0: none).")
-  target_mb: float = option(0.0, "Budget: at most this int8 file size in MB "
-                            "(0: none).")
   target: str = option("host", "Where latency is measured: this host, or "
                        "the phone adb reaches.", choices=("host", "adb"))
   threads: int = option(1, "Threads the files are timed with.")
@@ -278,27 +270,6 @@ def _teacher_length(teacher):
   return read_task_spec(teacher, "--teacher")["max_seq_length"]
 
 
-def check_plan(layout, plan):
-  """Refuses an output directory holding another ship run (its finished
-  steps would be skipped); records this one's."""
-  record = plan.record()
-  if os.path.exists(layout.plan):
-    try:
-      with open(layout.plan) as f:
-        old = json.load(f)
-    except (OSError, ValueError) as e:
-      raise ShipError(f"--output_dir {layout.out}: unreadable {layout.plan} "
-                      f"({e}); delete it or use another --output_dir"
-                      ) from None
-    if old.get("plan") != record:
-      changed = sorted(k for k in record
-                       if (old.get("plan") or {}).get(k) != record[k])
-      raise ShipError(f"--output_dir {layout.out} holds a ship run with "
-                      f"other settings ({', '.join(changed)}); delete it or "
-                      "use another --output_dir")
-  return record
-
-
 def check_output_is_ships(layout):
   """ShipError unless --output_dir is ship's to write: new, empty, or a
   ship run's (its plan.json) whose steps' outputs hold only what the steps
@@ -342,7 +313,9 @@ def run_ship(options, plan, out, force):
   began = time.time()
   layout = Layout(out)
   check_output_is_ships(layout)
-  record = check_plan(layout, plan)
+  record = plan.record()
+  skeleton.check_plan(layout, record, "a ship run",
+                      recorded=lambda old: old.get("plan"))
   ran = set()  # a forced step runs once, not again in each later round
 
   def run(steps, shipped=None):
@@ -374,11 +347,11 @@ def run_ship(options, plan, out, force):
 
 
 def main(argv):
+  """Flags first (one line each), then the run, alone in --output_dir."""
   options = from_flags(Options)
   skeleton.check_command_line(argv, options)
   refuse_nonfinite_floats()
-  from tfmodels.staging import OutputError
-  try:
+  with skeleton.one_line_errors(ValueError, OSError):  # ShipError, ...
     plan = make_plan(options)
     unknown = sorted(set(options.force) - set(STEP_NAMES))
     if unknown:
@@ -387,17 +360,11 @@ def main(argv):
     refuse_link(os.path.normpath(options.output_dir), "--output_dir")
     with sole_writer(options.output_dir) as out:
       run_ship(options, plan, out, set(options.force))
-  except (ValueError, OutputError, OSError) as e:  # ShipError, TeacherError
-    sys.exit(f"error: {e}")
 
 
 def run():
   exit_on_sigterm()
-  try:
-    app.run(main)
-  except KeyboardInterrupt:  # the steps were stopped on the way out
-    print(f"interrupted; {skeleton.RESUME}", file=sys.stderr)
-    sys.exit(INTERRUPT_STATUS)
+  app.run(main)
 
 
 if __name__ == "__main__":

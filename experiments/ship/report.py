@@ -14,7 +14,17 @@ Scripts read report/summary.json:
                          target
                          (where it was timed), budget (what it was asked to
                          meet), within_budget, split, qat, qat_needed (post-
-                         training int8 lost more than QAT_DROP points)
+                         training int8 lost more than QAT_DROP points);
+                         both also dev (the fine-tuned run's own dev
+                         results, at its training length), loss
+                         ([[step, loss], ...] of its fine-tuning) and config
+                         (parameter counts and shape)
+  conversions            convert_tflite's report of each converted model
+                         (teacher, student, student_qat): per mode metric,
+                         size, largest difference from Keras
+  latency_rows           every timed row (target, model, mode, threads,
+                         length, ms); latency_runs: the android_bench runs
+                         they come from
   search                 the split search's table (candidate, params, int8
                          MB, measured ms, score, chosen)
   assets                 the shipped .tflite, its vocabulary, the check
@@ -22,7 +32,8 @@ Scripts read report/summary.json:
   app                    QA: `latency` (the questions' median model ms at
                          the lengths the twin picks and at the default,
                          their share, answers the same) and `dev` (F1 /
-                         exact match through the twin both ways)
+                         exact match through the twin both ways);
+                         app_answers: the app check's answers.json whole
   arm64                  QA: the arm64 step's arm64.json (per file: same
                          answers, dev F1 host / arm64, max logit diff;
                          instructions per inference), or {"not_run": why}
@@ -40,11 +51,18 @@ from absl import app
 from experiments.ship.figures import app_latency_text, arm64_lines
 from experiments.common.result_files import (arm64_result, config_params,
                                       conversion_summary,
-                                      latency_rows, read_json, read_marker)
+                                      latency_rows, read_json, read_marker,
+                                      read_scalars)
 from experiments.ship.steps import Layout, needs_qat
 from tfmodels.command_options import define_flags, from_flags, option
 from tfmodels.staging import write_file
 
+# What the summary keeps of compress's carving.json.
+CARVING_FACTS = ("heads", "intermediate_size", "low_rank_ranks",
+                 "params_encoder", "teacher_params_encoder", "params_share",
+                 "word_table_error", "calibration_examples", "substitution",
+                 "recovery", "dev_teacher", "dev_carved", "dev_substituted",
+                 "dev_recovered")
 # finetune --task -> the metric the report compares (a key of the task's
 # eval results, in points).
 METRICS = {"squad": "f1"}
@@ -100,7 +118,11 @@ def _model(layout, plan, name, model_dir, conversion, rows, int8_name=None):
           "max_seq_length": plan["max_seq_length"],
           "shape": {k: params.get(k) for k in ("layers", "heads",
                                                "intermediate_size",
-                                               "normalization", "act")}}
+                                               "normalization", "act")},
+          "config": params or None,
+          "dev": read_json(os.path.join(model_dir, "eval_results.json")),
+          "loss": read_scalars(os.path.join(model_dir, "summaries")).get(
+              "loss", [])}
 
 
 def collect(out):
@@ -115,7 +137,7 @@ def collect(out):
   int8_name = recorded.get("shipped") or "student"
   int8_file = layout.tflite_file(int8_name, "int8")
   qat = int8_name == "student_qat"
-  _, rows = latency_rows(out)
+  runs, rows = latency_rows(out)  # the run files, their rows
   conversions = {n: conversion_summary(r) for n in
                  ("teacher", "student", "student_qat")
                  if (r := read_json(layout.report_json(n)))}
@@ -150,14 +172,13 @@ def collect(out):
                         conversions.get("teacher"), rows),
       "student": student,
       "search": search, "carving": carving and {
-          k: carving.get(k) for k in ("heads", "intermediate_size",
-                                      "low_rank_ranks", "params_share",
-                                      "dev_teacher", "dev_carved",
-                                      "dev_substituted", "dev_recovered")},
+          k: carving.get(k) for k in CARVING_FACTS},
+      "conversions": conversions, "latency_rows": rows,
+      "latency_runs": runs,
       "assets": {"tflite": os.path.join(layout.app, _app_file(plan)),
                  "source": int8_file, "check": _app_check(app_answers)},
       "app": app_answers and {k: app_answers.get(k) for k in (
-          "latency", "dev")},
+          "latency", "dev")}, "app_answers": app_answers,
       "arm64": (arm64_result(layout.arm64) if plan.get("task") == "squad"
                 else None),
       "plan": plan, "steps": steps,

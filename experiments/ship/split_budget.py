@@ -7,6 +7,23 @@ so a bad flag is refused at once).
 
 import dataclasses
 
+from tfmodels.command_options import option
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class BudgetOptions:
+  """The budget's flags, declared once for every command that takes them
+  (ship, split_search); `budget_of` reads them."""
+  target_latency_ms: float = option(0.0, "Budget: at most this median int8 "
+                                    "time on --target (0: none).")
+  target_latency_share: float = option(
+      0.0, "Budget: at most this share of the teacher's own int8 time on "
+      "--target, measured in the same run (0: none).")
+  target_params: float = option(0.0, "Budget: at most this share of the "
+                                "teacher's encoder parameters (0: none).")
+  target_mb: float = option(0.0, "Budget: at most this int8 file size in MB "
+                            "(0: none).")
+
 
 @dataclasses.dataclass(frozen=True)
 class Budget:

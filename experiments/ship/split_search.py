@@ -51,7 +51,8 @@ import time
 from absl import app, flags
 import numpy as np
 
-from experiments.ship.split_budget import BUDGET_FLAGS, Budget, budget_of
+from experiments.ship.split_budget import (BUDGET_FLAGS, Budget,
+                                          BudgetOptions, budget_of)
 from tfmodels.command_options import define_flags, from_flags, option
 from tfmodels.compression.carve import CarveSpec, carved_config
 from tfmodels.flag_checks import refuse_nonfinite_floats
@@ -482,22 +483,13 @@ FLAGS = flags.FLAGS
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
-class SearchOptions:
-  """The command line, one option per flag; `main` builds it with
-  `command_options.from_flags`."""
+class SearchOptions(BudgetOptions):
+  """The command line, one option per flag (the budget's first); `main`
+  builds it with `command_options.from_flags`."""
   teacher_dir: str = option(None, "A fine-tuned model (finetune run).",
                             required=True)
   data_dir: str = option(None, "The task's data (train examples score the "
                          "teacher's heads and neurons).", required=True)
-  target_latency_ms: float = option(0.0, "At most this median time of the "
-                                    "int8 file on --target (0: no bound).")
-  target_latency_share: float = option(
-      0.0, "At most this share of the teacher's own int8 time, measured in "
-      "the same run (0: no bound).")
-  target_params: float = option(0.0, "At most this share of the teacher's "
-                                "encoder parameters (0: no bound).")
-  target_mb: float = option(0.0, "At most this int8 file size in MB (0: no "
-                            "bound).")
   threads: int = option(1, "Threads the int8 files are timed with.")
   max_seq_length: int | None = option(
       0, "The length the candidates are converted and timed at: the app's "

@@ -23,6 +23,7 @@ import json
 import os
 
 from android_bench.qa_app import SEQUENCE_LENGTH
+from experiments.common import skeleton
 from experiments.common.paths import task_library_flags
 from experiments.common.pipeline import Step, python_module
 from experiments.common.result_files import read_json
@@ -96,17 +97,13 @@ class Plan:
         heldout=self.student_heldout, max_minutes=self.student_max_minutes)
 
 
-class Layout:
+class Layout(skeleton.Layout):
   """Where each step writes, under the output directory."""
 
   def __init__(self, out):
-    self.out = out
-    self.plan = os.path.join(out, "plan.json")
+    super().__init__(out)
     self.report = os.path.join(out, "REPORT.md")
     self.summary = os.path.join(out, "report", "summary.json")
-
-  def path(self, *parts):
-    return os.path.join(self.out, *parts)
 
   def imported(self):
     return self.path("runs", "teacher")

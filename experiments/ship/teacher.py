@@ -174,8 +174,8 @@ def inspect_teacher(path, vocab_file=None):
   None) of --teacher, from its files alone: every file read as untrusted
   input and checked against the checkpoint's tensor shapes, no model
   built. What ship checks before any step, and the teacher step again."""
-  from tfmodels.checkpoints.model_dir import read_head
   from tfmodels.configs import load_config
+  from tfmodels.head_spec import read_head
   from tfmodels.tokenization import load_vocab, settings_beside
   kind = teacher_format(path)
   names = None

@@ -26,9 +26,9 @@ import os
 
 import numpy as np
 
-from tfmodels.checkpoints.model_dir import Head
 from tfmodels.checkpoints.weight_mapping import CheckpointError, Entry
 from tfmodels.configs import ConfigError, ModelConfig, read_json_object
+from tfmodels.head_spec import Head
 
 CONFIG_NAME = "config.json"
 WEIGHTS_NAME = "model.safetensors"

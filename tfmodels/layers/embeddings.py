@@ -18,7 +18,7 @@ word vector is made and where the width changes:
 import tensorflow as tf
 import tf_keras as keras
 
-from tfmodels.configs import ModelConfig
+from tfmodels.configs import ModelConfig, embedding_layout
 from tfmodels.layers.attention import static_or_dynamic_shape
 from tfmodels.layers.dense import Dense
 from tfmodels.layers.kronecker import KroneckerEmbedding
@@ -31,20 +31,6 @@ def trigram_concat(word_vectors):
   next_tokens = tf.pad(word_vectors[:, 1:], [[0, 0], [0, 1], [0, 0]])
   prev_tokens = tf.pad(word_vectors[:, :-1], [[0, 0], [1, 0], [0, 0]])
   return tf.concat([next_tokens, word_vectors, prev_tokens], axis=-1)
-
-
-def embedding_layout(c: ModelConfig):
-  """(project_first, project_last, width) of the embedding block.
-
-  MobileBERT projects the (trigram) word vectors to hidden_size before adding
-  positions; ALBERT adds positions at width E and projects after the norm.
-  """
-  project_first = c.model_type == "mobilebert" and (
-      c.trigram_input or c.embedding_size != c.hidden_size)
-  project_last = c.model_type == "bert" and c.embedding_size != c.hidden_size
-  width = c.hidden_size if (project_first or not project_last) else (
-      c.embedding_size)
-  return project_first, project_last, width
 
 
 @keras.utils.register_keras_serializable(package="tfmodels")
