@@ -298,3 +298,55 @@ def test_litert_by_tensor_name_in_another_order_answers_like_keras(converted):
   if order != declared:  # the converter reordered them: position is wrong
     assert not np.allclose(np.concatenate(positional), keras["start_logits"],
                            atol=1e-4)
+
+
+# ------------------------------------------- where a file departs, by layer
+def test_a_layer_output_is_its_last_hidden_wide_tensor():
+  from converters.layer_errors import layer_tensors
+  names = {0: "m/enc/layer_0_attention/x", 1: "m/enc/layer_0_ffn/out;m/y",
+           2: "m/enc/layer_0_ffn/norm", 3: "m/enc/layer_1/add_1",
+           4: "m/enc/layer_10_ffn/norm", 5: "m/head/logits",
+           6: "m/enc/layer_1/reduce", 7: "m/enc/layer_0_ffn/late"}
+  widths = {0: 8, 1: 8, 2: 8, 3: 8, 4: 8, 5: 8, 6: 4, 7: 8}
+  ops = [[0], [1], [2], [3, 6], [4], [5]]  # 7 is never computed
+  assert layer_tensors(ops, names, widths, 2, 8) == {
+      0: "m/enc/layer_0_ffn/norm", 1: "m/enc/layer_1/add_1"}
+
+
+def test_layer_errors_against_a_hand_computation():
+  from converters.layer_errors import compare
+  flt = {0: np.array([[[1.0, -2.0], [3.0, 9.0]]])}
+  int8 = {0: np.array([[[1.5, -2.0], [3.0, 0.0]]])}
+  mask = np.array([[1, 0]])  # the second token is padding
+  # int8 about zero point 0 at scale 0.01: [-1.28, 1.27]
+  row, = compare(flt, int8, {0: (0.01, 0)}, mask)
+  assert row["rel_error"] == pytest.approx(0.5 / np.sqrt(5))
+  assert row["max_abs"] == pytest.approx(0.5)
+  assert row["clipped"] == pytest.approx(0.5)  # -2.0 is outside
+  assert row["int8_range"] == pytest.approx([-1.28, 1.27])
+  assert row["float_range"] == [-2.0, 1.0]
+  row, = compare(flt, int8, {0: (0.0, 0)}, mask)  # a float tensor
+  assert row["clipped"] == 0 and row["int8_range"] is None
+
+
+def test_an_int8_file_departs_from_its_float32_file_layer_by_layer(
+    converted, tmp_path_factory):
+  from converters.layer_errors import LayerErrorOptions, measure
+  run_dir, out, _ = converted
+  data = tiny_models.qa_data(tmp_path_factory.getbasetemp())
+
+  def layers(tflite):
+    return measure(LayerErrorOptions(
+        model_dir=str(run_dir), tflite=str(out / tflite),
+        reference=str(out / "qa_float32.tflite"), data_dir=data,
+        examples=4))["layers"]
+
+  # The float32 file against itself: nothing departs, nothing is clipped.
+  same = layers("qa_float32.tflite")
+  assert [r["layer"] for r in same] == [0, 1]  # tiny_mobilebert
+  assert all(r["rel_error"] == 0 and r["int8_range"] is None for r in same)
+  # int8: every layer departs a little, within its tensors' ranges mostly.
+  int8 = layers("qa_int8.tflite")
+  assert [r["tensor"] for r in int8] == [r["tensor"] for r in same]
+  assert all(1e-3 < r["rel_error"] < 0.5 and r["int8_range"]
+             and 0 <= r["clipped"] < 0.1 for r in int8), int8

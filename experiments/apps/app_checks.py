@@ -155,7 +155,7 @@ def model_facts(model, *, task, length, length_words, asked, teacher=None,
   return "\n".join(lines)
 
 
-def ask_task_library(python, app_dir, args, what):
+def run_task_library(python, app_dir, args, what):
   """The JSON answers of android_bench/APP_DIR/task_library.py run with
   `args` by the Task Library venv's `python` (tflite-support lives there,
   not here); RuntimeError naming `what` (the Task Library class) if it

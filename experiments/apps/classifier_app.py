@@ -30,7 +30,7 @@ import sys
 
 from absl import app
 
-from experiments.apps.app_checks import (AppReadmeOptions, ask_task_library,
+from experiments.apps.app_checks import (AppReadmeOptions, run_task_library,
                                     check_app_flags, model_facts,
                                     read_model_card)
 from tfmodels.command_options import define_flags, from_flags, option
@@ -163,7 +163,7 @@ def ask_task_library(python, model, texts, directory):
   android_bench/classifier_app/task_library.py in its own venv."""
   path = os.path.join(directory, "task_library_texts.json")
   write_file(path, json.dumps(texts))
-  return ask_task_library(python, "classifier_app",
+  return run_task_library(python, "classifier_app",
                           ["--model", model, "--texts", path],
                           "BertNLClassifier")
 

@@ -35,7 +35,7 @@ import sys
 from absl import app
 
 from android_bench.qa_app import DEFAULT_THREADS
-from experiments.apps.app_checks import (AppReadmeOptions, ask_task_library,
+from experiments.apps.app_checks import (AppReadmeOptions, run_task_library,
                                     check_app_flags, model_facts)
 from experiments.common.paths import REPO
 from experiments.apps.qa_questions import pick_questions, same_answers, scores
@@ -176,7 +176,7 @@ def ask_task_library(python, model, questions, directory):
   path = os.path.join(directory, "task_library_questions.json")
   write_file(path, json.dumps([{"question": q["question"],
                                 "passage": q["passage"]} for q in questions]))
-  return ask_task_library(
+  return run_task_library(
       python, "qa_app", ["--model", model, "--questions", path,
                          "--max_seq_length", str(squad.MAX_SEQ_LENGTH)],
       "BertQuestionAnswerer")
