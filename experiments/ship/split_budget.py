@@ -13,7 +13,8 @@ from tfmodels.command_options import option
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class BudgetOptions:
   """The budget's flags, declared once for every command that takes them
-  (ship, split_search); `budget_of` reads them."""
+  (ship, split_search; each calls tfmodels.flag_checks'
+  refuse_nonfinite_floats on them first); `budget_of` reads them."""
   target_latency_ms: float = option(0.0, "Budget: at most this median int8 "
                                     "time on --target (0: none).")
   target_latency_share: float = option(
