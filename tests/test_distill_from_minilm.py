@@ -118,6 +118,46 @@ def test_a_training_step_run_again_starts_over():
   assert all(clean.values()), clean
 
 
+_LEVER_ROWS = """
+import json
+import experiments.papers.distill_from_minilm as recipe
+rows = ("carved",) + recipe.PLATEAU_ROWS
+steps = recipe.build_steps(recipe.Layout("/out"), recipe.SCALES["full"],
+                           ("teacher",) + rows)
+print(json.dumps({s.name: s.command[3:] for s in steps
+                  if any(s.name.startswith((m + "_qa", "carve_" + m + "_qa"))
+                         for m in rows)}))
+"""
+
+
+def test_the_levers_rows_add_one_lever_each_on_the_same_carve():
+  """Today's recipe, + its plateau, + layer-wise KD, + augmentation, and
+  LayerNorm + gelu kept: each row one change from the row before it."""
+  def flags(line):
+    return {a: b for a, b in zip(line, line[1:] + [None])
+            if a.startswith("--")}
+  steps = {n: flags(c) for n, c in _in_child(_LEVER_ROWS).items()}
+  cut = ("--heads", "--intermediate_size", "--low_rank")
+  carved = steps["carve_carved_qa"]
+  for row in ("carved_plateau", "carved_layerwise", "carved_augmented",
+              "carved_layernorm"):
+    carve, student = steps[f"carve_{row}_qa"], steps[f"{row}_qa"]
+    assert [carve[f] for f in cut] == [carved[f] for f in cut], row
+    assert (student["--eval_split"], student["--eval_first_steps"],
+            student["--train_steps"], student["--min_gain"]) == (
+                "heldout", "200", "6400", "0.5"), row
+    assert student["--task_kd"] == (
+        "prediction" if row == "carved_plateau" else "carved"), row
+    assert student["--data_dir"].endswith("_augmented") == (
+        row == "carved_augmented"), row
+    assert carve.get("--substitute") == (
+        None if row == "carved_layernorm" else "layernorm=nonorm,gelu=relu")
+  assert steps["carved_augmented_qa_augment"]["--copies"] == "2"
+  today = steps["carved_qa"]
+  assert (today["--task_kd"], today["--train_steps"]) == ("prediction", "400")
+  assert "--eval_split" not in today
+
+
 def test_unusable_results_dir_is_refused_before_any_work(tmp_path):
   blocker = tmp_path / "file"
   blocker.write_text("")

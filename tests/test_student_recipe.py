@@ -46,7 +46,8 @@ else:
                         ("teacher", "carved"))
   names = ("carve", "finetune_carved")
 print(json.dumps({s.name: [s.command, s.output, s.inputs] for s in steps
-                  if s.name in names or s.name.startswith("heldout")}))
+                  if s.name in names or s.name.startswith("heldout")
+                  or s.name.endswith("_augment")}))
 """
 
 
@@ -108,6 +109,33 @@ def test_a_held_out_slice_reaches_every_student(consumer):
                 "heldout", "25", "0.5", "30.0"), name
   assert not any("--eval_split" in s[0] for s in _consumer_steps(
       consumer).values())
+
+
+@pytest.mark.parametrize("consumer", ["ship", "distill_from_minilm",
+                                      "mixed_vocab_student"])
+def test_augmented_copies_reach_every_student(consumer):
+  """recipe.augment_copies > 0: a step augments train after the slice is
+  held out, with the teacher's word table, and the student trains on it."""
+  steps = _consumer_steps(consumer, heldout=50, augment_copies=3,
+                          augment_share=0.3)
+  made = {n: s for n, s in steps.items() if n.endswith("_augment")}
+  held = {n: s for n, s in steps.items() if n.startswith("heldout")}
+  trained = {n: s for n, s in steps.items()
+             if "tfmodels.training.finetune" in s[0]}
+  assert len(made) == len(held) == len(trained) in (1, 2), list(steps)
+  for (_, (line, out, inputs)), (_, (_, held_out, _)), (name, (
+      student, _, student_inputs)) in zip(sorted(made.items()),
+                                          sorted(held.items()),
+                                          sorted(trained.items())):
+    flags, taught = _flags(line), _flags(student)
+    assert "tfmodels.data.augment" in line
+    assert (flags["--copies"], flags["--replace_share"], flags[
+        "--neighbours"]) == ("3", "0.3", "15")
+    assert flags["--data_dir"] == held_out and held_out in inputs
+    assert flags["--teacher_dir"] == taught["--teacher_dir"]
+    assert flags["--output_dir"] == out == taught["--data_dir"], name
+    assert out in student_inputs
+  assert not any(n.endswith("_augment") for n in _consumer_steps(consumer))
 
 
 # ship_report defines its flags on import: read in a child.
@@ -185,7 +213,8 @@ print(json.dumps(sorted(flag_name(f) for f in option_fields(
 
 @pytest.mark.parametrize("module, options", [
     ("tfmodels.training.compress", "CompressOptions"),
-    ("tfmodels.training.finetune", "FinetuneOptions")])
+    ("tfmodels.training.finetune", "FinetuneOptions"),
+    ("tfmodels.data.augment", "AugmentOptions")])
 def test_the_flags_read_from_source_are_the_commands_own(module, options):
   child = subprocess.run([sys.executable, "-c", _REAL_FLAGS, module, options],
                          cwd=REPO, capture_output=True, text=True,

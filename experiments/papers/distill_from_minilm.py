@@ -109,7 +109,22 @@ class Scale:
   plateau_heldout: tuple = (800, 400)
   plateau_gain: float = 0.5
   plateau_max_steps: int = 6400
+  # The students of PLATEAU_ROWS train by the same rule within one run
+  # (finetune --eval_split heldout): scored from the teacher's first
+  # point's steps on, on their own slice of the same size, capped at
+  # student_max_steps (QA, spam) and student_max_minutes a task.
+  student_max_steps: tuple = (6400, 3200)
+  student_max_minutes: float = 40.0
 
+
+# The carved row's student recipe measured lever by lever against the
+# converged teacher, on the same carve: trained to its plateau; + layer-wise
+# distillation (every layer's hidden states, each kept head's attention
+# against the head it was carved from); + teacher-labelled augmentation;
+# and that recipe with the teacher's LayerNorm and gelu kept (the NoNorm /
+# relu swap's own cost). Their changes to the student recipe: ROW_RECIPES.
+PLATEAU_ROWS = ("carved_plateau", "carved_layerwise", "carved_augmented",
+                "carved_layernorm")
 
 SCALES = {
     # Measured on the 2-core host with --jobs 2, two steps side by side:
@@ -126,7 +141,8 @@ SCALES = {
                                   "kronecker": (100, 60),
                                   "carved": (400, 400),
                                   "carved_low_rank": (200, 50),
-                                  "carved_small_vocab": (400, 400)},
+                                  "carved_small_vocab": (400, 400),
+                                  **dict.fromkeys(PLATEAU_ROWS, (400, 400))},
                   calibration_samples=100, bench_runs=20),
     "tiny": Scale(32, 64, 64, 32, dupe_factor=1, batch_size=2,
                   finetune_batch_size=2, distill_steps=14, kronecker_steps=2,
@@ -135,8 +151,10 @@ SCALES = {
                                   "baseline": (2, 2), "kronecker": (2, 2),
                                   "carved": (2, 2),
                                   "carved_low_rank": (2, 2),
-                                  "carved_small_vocab": (2, 2)},
+                                  "carved_small_vocab": (2, 2),
+                                  **dict.fromkeys(PLATEAU_ROWS, (2, 2))},
                   calibration_samples=2, bench_runs=2,
+                  student_max_steps=(4, 4), student_max_minutes=5.0,
                   calibration_examples=8, plateau_heldout=(4, 4),
                   student_vocab_size=300, align_steps=2, app_questions=2,
                   plateau_max_steps=4, teacher_layers=2, bench_min_secs=0,
@@ -171,6 +189,23 @@ MODELS = {
         "task-stage KD from the teacher reading its own vocabulary (soft "
         "targets carried by characters)",
         None, "carve"),
+    "carved_plateau": ("student", "the carved row's carve; task-stage KD "
+                       "(soft targets) trained until a doubling of its "
+                       "steps gains less than half a point on a slice held "
+                       "out of train", None, "carve"),
+    "carved_layerwise": ("student", "the carved row's carve, trained to its "
+                         "plateau; task-stage KD of every layer's hidden "
+                         "states and each kept head's attention (from the "
+                         "head it was carved from) besides the soft targets",
+                         None, "carve"),
+    "carved_augmented": ("student", "as carved_layerwise, on train plus 2 "
+                         "copies with words replaced by their neighbours in "
+                         "the teacher's word table (TinyBERT's "
+                         "augmentation), labelled by the teacher",
+                         None, "carve"),
+    "carved_layernorm": ("student", "as carved_layerwise with the teacher's "
+                         "LayerNorm and gelu kept (no NoNorm / relu swap, "
+                         "no recovery)", None, "carve"),
 }
 # compress's flags per carved model: what it keeps, and the on-device form.
 # This experiment's own, not the demo's student, so that its committed
@@ -192,20 +227,26 @@ CARVES = {
 # then moved to the learned vocabulary (compress
 # --vocab_file, the last thing compress does). The FFN width is written as
 # the flag's text: the number 384 is kept for the QA length (test_qa_length).
+CARVES.update(dict.fromkeys(PLATEAU_ROWS, CARVES["carved"]))
 CARVES["carved_small_vocab"] = (
     "--heads", 6, "--intermediate_size", "384", "--low_rank",
     "word_embeddings=96")
 SMALL_VOCAB = ("carved_small_vocab",)
 # What a carved row changes of the student recipe (student_recipe.py):
 # the low-rank row keeps LayerNorm and gelu, its factorization measured
-# alone.
-ROW_RECIPES = {"carved_low_rank": {"substitute": ""}}
+# alone; PLATEAU_ROWS add their levers one at a time.
+ROW_RECIPES = {"carved_low_rank": {"substitute": ""},
+               "carved_layerwise": {"task_kd": "carved"},
+               "carved_augmented": {"task_kd": "carved",
+                                    "augment_copies": 2},
+               "carved_layernorm": {"task_kd": "carved", "substitute": ""}}
 # Models whose encoder is a run of its own (distill / pretrain) on shards.
 OWN_ENCODER = ("student", "baseline", "kronecker")
 # Where each model's weights start: the teacher's or random layers.
 INIT = {"teacher": "teacher", "student": "random", "baseline": "random",
         "kronecker": "teacher", "carved": "teacher",
-        "carved_low_rank": "teacher", "carved_small_vocab": "teacher"}
+        "carved_low_rank": "teacher", "carved_small_vocab": "teacher",
+        **dict.fromkeys(PLATEAU_ROWS, "teacher")}
 TASKS = (("qa", "squad", "wordnet_qa"), ("spam", "spam", "spam"))
 
 
@@ -356,13 +397,21 @@ def _encoder_step(recipe, model):
 
 
 def student_recipe(scale, model, task):
-  """A carved row's student recipe for a task: the scale's sizes and the
-  row's changes (ROW_RECIPES) over the student recipe's defaults."""
-  return dataclasses.replace(
-      RECIPE, recover_steps=scale.recover_steps,
-      calibration_examples=scale.calibration_examples,
-      steps=scale.finetune_steps[model][task == "spam"],
-      batch_size=scale.finetune_batch_size, **ROW_RECIPES.get(model, {}))
+  """A carved row's student recipe for a task: the scale's sizes, the
+  plateau rule of PLATEAU_ROWS and the row's changes (ROW_RECIPES) over
+  the student recipe's defaults."""
+  spam = task == "spam"
+  plateau = {} if model not in PLATEAU_ROWS else dict(
+      heldout=scale.plateau_heldout[spam], min_gain=scale.plateau_gain,
+      eval_first_steps=scale.finetune_steps["teacher"][spam],
+      steps=scale.student_max_steps[spam],
+      max_minutes=scale.student_max_minutes)
+  fields = dict(recover_steps=scale.recover_steps,
+                calibration_examples=scale.calibration_examples,
+                steps=scale.finetune_steps[model][spam],
+                batch_size=scale.finetune_batch_size)
+  return dataclasses.replace(RECIPE, **{**fields, **plateau,
+                                        **ROW_RECIPES.get(model, {})})
 
 
 def _carve_step(recipe, model, task, data_dir):
@@ -438,7 +487,8 @@ def _finetune_steps(recipe, model, task, task_name, data_dir):
         recipe.task_dirs[data_dir], layout.path("data", "heldout",
                                                 f"{model}_{task}"),
         start, output, vocab, length, *teacher,
-        (os.path.dirname(start),) + teacher + recipe.data_inputs, every)
+        (os.path.dirname(start),) + teacher + recipe.data_inputs, every,
+        teacher_vocab=VOCAB)
   steps = scale.finetune_steps[model][task == "spam"]
   lr = (scale.teacher_lr if model in ("teacher", "kronecker") else
         scale.student_lr)
@@ -520,6 +570,11 @@ def _cost(layout, scale, model):
   if model == "teacher":  # every point of its plateau curves
     qa, spam = (sum((_plateau(layout, task) or {}).get("steps") or [0])
                 for task, _, _ in TASKS)
+  elif model in PLATEAU_ROWS:  # where each run ended
+    qa, spam = ((_student_curve(layout, model, task) or {}).get("steps")
+                for task, _, _ in TASKS)
+    if qa is None or spam is None:
+      return None, None, None
   encoder = {"student": scale.distill_steps, "baseline": scale.distill_steps,
              "kronecker": scale.kronecker_steps}.get(model, 0)
   recover = (scale.recover_steps if model in CARVES and student_recipe(
@@ -629,8 +684,20 @@ def collect(layout, command, scale, models=tuple(MODELS), previous=None):
         "table_params": config and word_table_params(config),
         "task_library": _task_library(layout, model),
         **({"plateau": {task: _plateau(layout, task) for task, _, _ in TASKS}}
-           if model == "teacher" else {})})
+           if model == "teacher" else {}),
+        **({"plateau": {task: _student_curve(layout, model, task)
+                        for task, _, _ in TASKS},
+            "recipe": {task: student_recipe(scale, model, task).record()
+                       for task, _, _ in TASKS}}
+           if model in PLATEAU_ROWS else {})})
   return {"command": command, "host": _host(), "rows": rows}
+
+
+def _student_curve(layout, model, task):
+  """A row's held-out curve (finetune's plateau.json: points, the steps it
+  ended at and why), None before the run."""
+  from tfmodels.training.stop_rule import PLATEAU
+  return read_json(os.path.join(layout.finetuned(model, task), PLATEAU))
 
 
 def _task_library(layout, model):
@@ -761,6 +828,7 @@ def markdown(results, scale, curves=()):
             "both fine-tunings) and their wall-clock minutes on this host "
             "(conversion and timing not included)."]
   lines += _plateau_lines(teacher)
+  lines += _student_curve_lines(results["rows"])
   lines += ["", "Against the teacher (a carried row against the teacher of "
             "the run that measured it):", ""]
   for r in results["rows"][1:]:
@@ -812,6 +880,21 @@ def _plateau_lines(teacher):
         f"{'plateau' if p['reached'] else 'stopped at the step limit'}), "
         f"teacher = the {p['chosen_steps']}-step run")
   return lines
+
+
+def _student_curve_lines(rows):
+  """Each plateau row's curves: held-out score per point, why it ended."""
+  lines = []
+  for r in rows:
+    for task, p in (r.get("plateau") or {}).items():
+      if r["role"] != "teacher" and p and p.get("points"):
+        points = ", ".join(f"{q['steps']} steps {q['score']:.1f}"
+                           for q in p["points"])
+        lines.append(f"- {r['name']}, {task}: {points}; ended after "
+                     f"{p['steps']} steps: {p['stopped']}")
+  return lines and ["", "The students trained until more training stops "
+                    "helping (one run each, scored as it trains on a slice "
+                    "held out of train, never on dev):", ""] + lines
 
 
 def _form(row):

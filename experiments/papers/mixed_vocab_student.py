@@ -198,7 +198,8 @@ def _carved_steps(layout, scale):
       layout.task_data(), layout.path("data", "heldout_carved"),
       layout.start("carved"), layout.finetuned("carved"), STUDENT_VOCAB,
       scale.max_seq_length, teacher,
-      (layout.run("carve"), layout.task_data(), teacher), EVERY)]
+      (layout.run("carve"), layout.task_data(), teacher), EVERY,
+      teacher_vocab=VOCAB)]
 
 
 def build_steps(layout, scale, configs, models=tuple(MODELS)):

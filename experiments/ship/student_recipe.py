@@ -66,6 +66,13 @@ class StudentRecipe:
   eval_first_steps: int = 100
   min_gain: float = 0.5
   max_minutes: float = 0.0
+  # tfmodels.data.augment --copies / --replace_share / --neighbours:
+  # TinyBERT's word replacement, `augment_copies` copies of each training
+  # example (after the held-out slice is taken) for the teacher to label,
+  # neighbours from its own word table. 0: the training set as it is.
+  augment_copies: int = 0
+  augment_share: float = 0.4
+  augment_neighbours: int = 15
 
   def record(self):
     return dataclasses.asdict(self)
@@ -89,14 +96,17 @@ def carve_command(recipe, teacher_dir, data_dir, model_dir, cut, *more):
 
 def student_steps(recipe, names, task, data_dir, heldout_dir, init_dir,
                   model_dir, vocab_file, max_seq_length, teacher_dir,
-                  inputs=(), more=()):
+                  inputs=(), more=(), teacher_vocab=None):
   """The task stage of a carved student learning from `teacher_dir`, as
   pipeline steps named `names` (held-out data, training). With
   `recipe.heldout` a first step writes train without the slice, the slice
-  and dev to `heldout_dir` (tfmodels.data.heldout), which the training
-  step then reads; otherwise the training step alone, on `data_dir`.
-  `inputs`: the training step's inputs (the pipeline's); `more`: its
-  checkpointing and logging flags."""
+  and dev to `heldout_dir` (tfmodels.data.heldout); with
+  `recipe.augment_copies` a step (names[1] + "_augment") writes train's
+  augmented copies beside the rest to `heldout_dir` + "_augmented"
+  (tfmodels.data.augment, the teacher's table read with `teacher_vocab`,
+  default `vocab_file`). The training step reads the last of them, or
+  `data_dir`. `inputs`: the training step's inputs (the pipeline's);
+  `more`: its checkpointing and logging flags."""
   steps = []
   if recipe.heldout:
     steps.append(Step(names[0], command(
@@ -104,6 +114,17 @@ def student_steps(recipe, names, task, data_dir, heldout_dir, init_dir,
         "--examples", recipe.heldout, "--output_dir", heldout_dir),
         heldout_dir, (), clean=True))
     data_dir, inputs = heldout_dir, (*inputs, heldout_dir)
+  if recipe.augment_copies:
+    augmented = heldout_dir + "_augmented"
+    steps.append(Step(names[1] + "_augment", command(
+        "tfmodels.data.augment", "--task", task, "--data_dir", data_dir,
+        "--teacher_dir", teacher_dir, "--vocab_file",
+        teacher_vocab or vocab_file, "--copies", recipe.augment_copies,
+        "--replace_share", recipe.augment_share, "--neighbours",
+        recipe.augment_neighbours, "--output_dir", augmented), augmented,
+        tuple(i for i in inputs if i in (data_dir, teacher_dir)),
+        clean=True))
+    data_dir, inputs = augmented, (*inputs, augmented)
   steps.append(Step(names[1], _student_command(
       recipe, task, data_dir, init_dir, model_dir, vocab_file,
       max_seq_length, teacher_dir, *more), model_dir, tuple(inputs),
