@@ -10,6 +10,13 @@ The "big" cores are those faster than the slowest cluster (Pixel 4: cores
 4-7, mask f0); on a homogeneous CPU every core counts. Thermal state is read
 from /sys/class/thermal and `dumpsys thermalservice` (Android 10+: status
 0 = none ... 6 = shutdown) so throttled runs can be spotted afterwards.
+
+Why the int8 instruction sets (`int8_isa`): int8 is only as fast as the
+CPU's int8 dot products. XNNPACK's int8 kernels on an x86 host with AVX-512
+VNNI or AVX-VNNI run at about a third of float32's time, as a phone's
+ARMv8.2 dot-product kernels do (MobileBERT Table 7); on AVX2 alone (no
+VNNI: most CI machines, AMD Zen 3) int8 runs at about float32's speed,
+whatever the model. A host figure comparing int8 with float32 says which.
 """
 
 import os
@@ -20,7 +27,12 @@ _SEPARATOR = "___android_bench___"
 FACTS_SCRIPT = (
     "getprop; echo " + _SEPARATOR + "; "
     "for c in /sys/devices/system/cpu/cpu[0-9]*; do "
-    "echo \"${c##*/} $(cat $c/cpufreq/cpuinfo_max_freq 2>/dev/null)\"; done")
+    "echo \"${c##*/} $(cat $c/cpufreq/cpuinfo_max_freq 2>/dev/null)\"; done;"
+    " echo " + _SEPARATOR + "; grep -m1 -i '^features' /proc/cpuinfo")
+# int8 dot-product instructions, as /proc/cpuinfo names them (x86 "flags",
+# arm64 "Features"), fastest first.
+INT8_INSTRUCTIONS = ("amx_int8", "avx512_vnni", "avx_vnni", "i8mm", "asimddp")
+INT8_FALLBACKS = ("avx2", "asimd")
 THERMAL_SCRIPT = (
     "for z in /sys/class/thermal/thermal_zone*; do "
     "echo \"${z##*/} $(cat $z/type 2>/dev/null) $(cat $z/temp 2>/dev/null)\";"
@@ -98,10 +110,43 @@ def _shell_ok(adb, command, timeout):
   return out if status == 0 or out.strip() else ""
 
 
+def int8_isa(cpuinfo):
+  """What the CPU's int8 kernels can use, from /proc/cpuinfo's text:
+  {"instructions": the int8 dot-product sets it has (INT8_INSTRUCTIONS),
+  "kind": "dot_product" (any of them), "no_dot_product" (AVX2 or NEON
+  without them), or None (not told)}."""
+  flags = set()
+  for line in (cpuinfo or "").splitlines():
+    name, _, value = line.partition(":")
+    if name.strip().lower() in ("flags", "features"):
+      flags.update(value.split())
+  have = [i for i in INT8_INSTRUCTIONS if i in flags]
+  kind = ("dot_product" if have else "no_dot_product"
+          if flags & set(INT8_FALLBACKS) else None)
+  return {"instructions": have, "kind": kind}
+
+
+def int8_expectation(isa):
+  """One sentence: what int8 against float32 timed on this CPU shows."""
+  kind = (isa or {}).get("kind")
+  if kind == "dot_product":
+    return (f"this CPU has int8 dot products ({', '.join(isa['instructions'])}"
+            "): int8 runs at about a third of float32's time, as on a "
+            "phone's dot-product cores")
+  if kind == "no_dot_product":
+    return ("this CPU has no int8 dot products (AVX2 / NEON without VNNI or "
+            "the dot-product extension): int8 runs at about float32's speed "
+            "here, whatever the model; a phone's dot-product cores run it "
+            "at about a third (time it there, or on emulated arm64)")
+  return "the CPU's int8 instructions were not recorded"
+
+
 def adb_device_facts(adb, timeout=30):
-  """Model, Android version, ABI, cores and per-core max frequency."""
+  """Model, Android version, ABI, cores, per-core max frequency and the
+  int8 instructions."""
   out = _shell_ok(adb, FACTS_SCRIPT, timeout)
   props_text, _, cpu_text = out.partition(_SEPARATOR)
+  cpu_text, _, features = cpu_text.partition(_SEPARATOR)
   props = parse_getprop(props_text)
   freqs = parse_cpu_freqs(cpu_text)
   facts = {
@@ -118,6 +163,7 @@ def adb_device_facts(adb, timeout=30):
       "build": props.get("ro.build.fingerprint"),
       "cores": len(freqs) or None,
       "cpu_max_freq_khz": freqs,
+      "int8_isa": int8_isa(features),
   }
   facts["big_cores"] = big_cores(freqs) if freqs else []
   facts["big_core_mask"] = core_mask(facts["big_cores"]) if freqs else None
@@ -138,8 +184,8 @@ def _read(path):
 
 def host_facts():
   """The host's counterpart of adb_device_facts."""
-  cpu_model = None
-  for line in (_read("/proc/cpuinfo") or "").splitlines():
+  cpu_model, cpuinfo = None, _read("/proc/cpuinfo")
+  for line in (cpuinfo or "").splitlines():
     if line.lower().startswith(("model name", "hardware")):
       cpu_model = line.split(":", 1)[1].strip()
       break
@@ -163,6 +209,7 @@ def host_facts():
       "cpu_max_freq_khz": freqs if any(freqs) else [],
       "big_cores": big_cores(freqs) if any(freqs) else usable,
       "python": platform.python_version(), "ai_edge_litert": litert_version,
+      "int8_isa": int8_isa(cpuinfo),
   }
 
 

@@ -155,8 +155,10 @@ def latency_rows(out):
                or [{"shape": [None, None]}])[0]["shape"]
         stem = row["model"].rsplit(".", 1)[0]
         name, _, mode = stem.rpartition("_")
-        rows.append({"target": target, "device": (run.get("device") or {})
-                     .get("model"), "model": name, "mode": mode,
+        device = run.get("device") or {}
+        rows.append({"target": target, "device": device.get("model"),
+                     "int8_isa": device.get("int8_isa"),
+                     "model": name, "mode": mode,
                      "threads": row["threads"], "delegate": row["delegate"],
                      "length": row.get("length") or own[-1],
                      "latency_ms": row.get("latency_ms"),

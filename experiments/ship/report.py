@@ -23,8 +23,10 @@ Scripts read report/summary.json:
                          (teacher, student, student_qat): per mode metric,
                          size, largest difference from Keras
   latency_rows           every timed row (target, model, mode, threads,
-                         length, ms); latency_runs: the android_bench runs
-                         they come from
+                         length, ms, the CPU's int8 instructions);
+                         latency_runs: the android_bench runs they come
+                         from; int8_isa: the int8 instructions of the CPU
+                         that timed them
   search                 the split search's table (candidate, params, int8
                          MB, measured ms, score, chosen)
   assets                 the shipped .tflite, its vocabulary, the check
@@ -48,6 +50,7 @@ import time
 
 from absl import app
 
+from android_bench.device_info import int8_expectation
 from experiments.ship.figures import app_latency_text, arm64_lines
 from experiments.common.result_files import (arm64_result, config_params,
                                       conversion_summary,
@@ -175,6 +178,8 @@ def collect(out):
           k: carving.get(k) for k in CARVING_FACTS},
       "conversions": conversions, "latency_rows": rows,
       "latency_runs": runs,
+      "int8_isa": next((r["int8_isa"] for r in rows if r.get("int8_isa")),
+                       None),
       "assets": {"tflite": os.path.join(layout.app, _app_file(plan)),
                  "source": int8_file, "check": _app_check(app_answers)},
       "app": app_answers and {k: app_answers.get(k) for k in (
@@ -185,6 +190,20 @@ def collect(out):
       "seconds": sum(s["seconds"] or 0 for s in steps),
       "wall_seconds": (time.time() - recorded["began"]
                        if recorded.get("began") else None)}
+
+
+def _int8_speed_lines(summary):
+  """int8 / float32 time of both files, and what the CPU that timed them
+  can show of int8 (its int8 instructions)."""
+  t, s = summary["teacher"], summary["student"]
+  ratios = [(who, side["latency_ms"] / side["float32_latency_ms"])
+            for who, side in (("teacher", t), ("student", s))
+            if side["latency_ms"] and side["float32_latency_ms"]]
+  if not ratios:
+    return []
+  return [f"int8 / float32 time on the {s['target']}: " + ", ".join(
+      f"{who} {r:.2f}x" for who, r in ratios) + "; " + int8_expectation(
+          summary.get("int8_isa")) + ".", ""]
 
 
 def _app_file(plan):
@@ -284,6 +303,7 @@ def markdown(summary):
       f"| float32 latency, ms | {_fmt(t['float32_latency_ms'], 2)} | "
       f"{_fmt(s['float32_latency_ms'], 2)} |",
       f"| shape | {_shape(t['shape'])} | {_shape(s['shape'])} |", "",
+      *_int8_speed_lines(summary),
       *_length_lines(t, s),
       *([f"Post-training int8 lost more than 1 point: quantization-aware "
          f"training gave {_fmt(s['qat_int8'])} against "
