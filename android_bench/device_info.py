@@ -14,7 +14,8 @@ from /sys/class/thermal and `dumpsys thermalservice` (Android 10+: status
 Why the int8 instruction sets (`int8_isa`): int8 is only as fast as the
 CPU's int8 dot products. XNNPACK's int8 kernels on an x86 host with AVX-512
 VNNI or AVX-VNNI run at about a third of float32's time, as a phone's
-ARMv8.2 dot-product kernels do (MobileBERT Table 7); on AVX2 alone (no
+ARMv8.2 dot-product kernels do (docs/results.md, "Int8 against float32 on
+each kind of CPU"); on AVX2 alone (no
 VNNI: most CI machines, AMD Zen 3) int8 runs at about float32's speed,
 whatever the model. A host figure comparing int8 with float32 says which.
 """
