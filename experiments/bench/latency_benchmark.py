@@ -57,6 +57,7 @@ import sys
 
 from absl import app, flags
 
+from android_bench.device_info import int8_expectation
 from converters.quantize import calibrated
 from experiments.common import skeleton
 from experiments.bench.latency_report import (PEER, VARIANTS, markdown, plot,
@@ -562,6 +563,8 @@ def run_benchmark(out, cells, threads, options):
   notes = [f"- host: {host.get('model') or '?'}, {host.get('cores', '?')} "
            f"cores; LiteRT {host.get('ai_edge_litert') or ''} (ai_edge_litert)"
            " with XNNPACK via android_bench's host runner",
+           f"- int8 on this host: {int8_expectation(host.get('int8_isa'))} "
+           "(the check int8 <= float32 / 2 needs int8 dot products)",
            f"- peer_mobilebert: Model Garden MobileBERTEncoder "
            f"(tf-models-official) with {options.peer_config}'s sizes",
            f"- each cell: {options.warmup_runs} warm-up + >= "
