@@ -61,13 +61,14 @@ def test_every_mode_converts_with_contract_and_metric(converted):
         cover["total_nodes"] - cover["delegated_nodes"])
   # XNNPACK runs float and int8 graphs, not int16 activations.
   # The float graph is one XNNPACK partition; what stays out is the input
-  # prelude (the embedding lookups, the mask cast, the length read for the
-  # position table) and the head's split of its logits (one UNPACK).
+  # prelude (the embedding lookups, the mask cast, the length read and the
+  # range of positions gathered from the position table) and the head's
+  # split of its logits (one UNPACK).
   coverage = {m: report["modes"][m]["xnnpack"] for m in MODES}
   assert coverage["float32"]["partitions"] == 1
   for mode in ("float32", "int8"):
     assert set(coverage[mode]["not_delegated"]) <= {
-        "CAST", "GATHER", "STRIDED_SLICE", "SHAPE", "PACK", "UNPACK"
+        "CAST", "GATHER", "STRIDED_SLICE", "SHAPE", "PACK", "UNPACK", "RANGE"
     }, coverage[mode]
   assert coverage["int8"]["delegated_nodes"] > 0
   assert coverage["int16x8"]["delegated_nodes"] == 0
@@ -77,14 +78,14 @@ def test_every_mode_converts_with_contract_and_metric(converted):
   assert report["nonorm_folding"]["folded"] > 0
   assert float32["difference"]["max_abs"] <= 1e-4
   assert float32["metric"]["points"] == pytest.approx(keras_f1, abs=1e-9)
-  # Every float32 op computes in float but the input length's read. int8
-  # (the default xnnpack recipe) keeps every matmul integer; only islands
-  # XNNPACK has no int8 kernel for stay float, and the position table's
-  # cut to the input's length.
+  # Every float32 op computes in float but the input length's read and the
+  # range of positions. int8 (the default xnnpack recipe) keeps every matmul
+  # integer, and the position table too (gathered by position, as the word
+  # table is); only islands XNNPACK has no int8 kernel for stay float.
   integer = {k: v - float32["float_ops"].get(k, 0)
              for k, v in float32["ops"].items()}
   assert {k for k, v in integer.items() if v} <= {
-      "SHAPE", "PACK", "STRIDED_SLICE"}  # the length read, in int32
+      "SHAPE", "PACK", "STRIDED_SLICE", "RANGE"}  # the length read, int32
   int8 = report["modes"]["int8"]
   assert report["int8_recipe"] == "xnnpack"
   assert set(int8["float_ops"]) <= {
@@ -105,6 +106,15 @@ def test_every_mode_converts_with_contract_and_metric(converted):
   assert report["modes"]["int8"]["shorter_length"]["mean_abs"] < (
       2 * int8_error)  # the int8 recipe holds at the shorter length
   assert "- at L = 32 too" in (out / "qa_report.md").read_text()
+  # No table stays float32 in the int8 file: the position table, read at
+  # any length, is gathered in int8 as the word table is.
+  from ai_edge_litert.interpreter import Interpreter
+  with open(os.path.join(run_dir, "config.json")) as f:
+    positions = json.load(f)["max_position_embeddings"]
+  tensors = Interpreter(str(out / "qa_int8.tflite")).get_tensor_details()
+  tables = {t["dtype"].__name__ for t in tensors
+            if len(t["shape"]) and t["shape"][-2:][0] == positions}
+  assert tables == {"int8"}, tables
   sizes = {m: report["modes"][m]["size_bytes"] for m in MODES}
   assert sizes["int8"] < sizes["float16"] < sizes["float32"]
   assert sizes["dynamic"] < sizes["float16"]

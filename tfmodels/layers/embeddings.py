@@ -127,7 +127,9 @@ class Embeddings(keras.layers.Layer):
     if self.project_first:
       x = self.projection(x)
     seq_len = static_or_dynamic_shape(input_ids)[1]
-    x = x + self.position_embeddings[None, :seq_len, :]
+    # A gather of the positions, as the word table is read: a converter
+    # quantizes a gathered table, not one sliced to a dynamic length.
+    x = x + tf.gather(self.position_embeddings, tf.range(seq_len))[None]
     x = x + self.type_embeddings(segment_ids)
     x = self.dropout(self.norm(x), training=training)
     if self.project_last:
