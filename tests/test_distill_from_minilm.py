@@ -158,6 +158,28 @@ def test_the_levers_rows_add_one_lever_each_on_the_same_carve():
   assert "--eval_split" not in today
 
 
+_CURVE_LINES = """
+import json
+import experiments.papers.distill_from_minilm as recipe
+rows = [{"name": "teacher", "role": "teacher", "plateau": {"qa": {
+             "steps": [200], "heldout_score": [60.0]}}},
+        {"name": "carved_plateau", "role": "student", "plateau": {
+             "qa": {"points": [{"steps": 200, "score": 61.25},
+                               {"steps": 400, "score": 61.5}],
+                    "steps": 400, "stopped": "a doubling gained 0.25"},
+             "spam": None}},
+        {"name": "carved", "role": "student"}]
+print(json.dumps(recipe._student_curve_lines(rows)))
+"""
+
+
+def test_the_results_show_each_students_curve_and_why_it_ended():
+  lines = _in_child(_CURVE_LINES)
+  assert lines[-1] == ("- carved_plateau, qa: 200 steps 61.2, 400 steps "
+                       "61.5; ended after 400 steps: a doubling gained 0.25")
+  assert len([l for l in lines if l.startswith("- ")]) == 1
+
+
 def test_unusable_results_dir_is_refused_before_any_work(tmp_path):
   blocker = tmp_path / "file"
   blocker.write_text("")

@@ -141,8 +141,7 @@ SCALES = {
                                   "kronecker": (100, 60),
                                   "carved": (400, 400),
                                   "carved_low_rank": (200, 50),
-                                  "carved_small_vocab": (400, 400),
-                                  **dict.fromkeys(PLATEAU_ROWS, (400, 400))},
+                                  "carved_small_vocab": (400, 400)},
                   calibration_samples=100, bench_runs=20),
     "tiny": Scale(32, 64, 64, 32, dupe_factor=1, batch_size=2,
                   finetune_batch_size=2, distill_steps=14, kronecker_steps=2,
@@ -151,8 +150,7 @@ SCALES = {
                                   "baseline": (2, 2), "kronecker": (2, 2),
                                   "carved": (2, 2),
                                   "carved_low_rank": (2, 2),
-                                  "carved_small_vocab": (2, 2),
-                                  **dict.fromkeys(PLATEAU_ROWS, (2, 2))},
+                                  "carved_small_vocab": (2, 2)},
                   calibration_samples=2, bench_runs=2,
                   student_max_steps=(4, 4), student_max_minutes=5.0,
                   calibration_examples=8, plateau_heldout=(4, 4),
@@ -408,8 +406,9 @@ def student_recipe(scale, model, task):
       max_minutes=scale.student_max_minutes)
   fields = dict(recover_steps=scale.recover_steps,
                 calibration_examples=scale.calibration_examples,
-                steps=scale.finetune_steps[model][spam],
                 batch_size=scale.finetune_batch_size)
+  if model not in PLATEAU_ROWS:  # a fixed number of steps
+    fields["steps"] = scale.finetune_steps[model][spam]
   return dataclasses.replace(RECIPE, **{**fields, **plateau,
                                         **ROW_RECIPES.get(model, {})})
 
@@ -566,7 +565,6 @@ def _cost(layout, scale, model):
   steps of its own encoder run, carving's recovery and its fine-tunings;
   minutes from the steps' markers (None if one is missing)."""
   from experiments.common.result_files import step_seconds
-  qa, spam = scale.finetune_steps[model]
   if model == "teacher":  # every point of its plateau curves
     qa, spam = (sum((_plateau(layout, task) or {}).get("steps") or [0])
                 for task, _, _ in TASKS)
@@ -575,6 +573,8 @@ def _cost(layout, scale, model):
                 for task, _, _ in TASKS)
     if qa is None or spam is None:
       return None, None, None
+  else:
+    qa, spam = scale.finetune_steps[model]
   encoder = {"student": scale.distill_steps, "baseline": scale.distill_steps,
              "kronecker": scale.kronecker_steps}.get(model, 0)
   recover = (scale.recover_steps if model in CARVES and student_recipe(
