@@ -32,9 +32,9 @@ import re
 import sys
 
 import numpy as np
-from absl import app
 
-from tfmodels.command_options import define_flags, from_flags, option
+from tfmodels.command_options import (define_flags, from_flags, option,
+                                      run_command)
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -238,10 +238,7 @@ def main(argv):
 
 
 def run():
-  from tfmodels.sigterm import exit_on_sigterm
-  exit_on_sigterm()
-  define_command_flags()
-  app.run(main)
+  run_command(define_command_flags, main)
 
 
 if __name__ == "__main__":

@@ -155,3 +155,14 @@ def with_defaults(options_class, **values):
   option's default), with `values` set: for tests and for commands that
   call another command's library."""
   return options_class(**values)
+
+
+def run_command(define, main):
+  """A command's entry point: SIGTERM ends it as Ctrl-C does, `define()`
+  defines its flags (here, when it runs, so tests may import its
+  functions), then absl runs `main`."""
+  from absl import app
+  from tfmodels.sigterm import exit_on_sigterm
+  exit_on_sigterm()
+  define()
+  app.run(main)

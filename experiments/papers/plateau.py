@@ -26,10 +26,9 @@ import shutil
 import subprocess
 import sys
 
-from absl import app
 
-from tfmodels.command_options import define_flags, from_flags, option
-from tfmodels.sigterm import exit_on_sigterm
+from tfmodels.command_options import (define_flags, from_flags, option,
+                                      run_command)
 from tfmodels.training.stop_rule import doublings, plateau_of
 
 # task -> (the metric a doubling must improve, the factor that makes it
@@ -224,9 +223,7 @@ def main(argv):
 
 
 def run():
-  exit_on_sigterm()
-  define_command_flags()
-  app.run(main)
+  run_command(define_command_flags, main)
 
 
 if __name__ == "__main__":

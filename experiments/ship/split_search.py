@@ -53,7 +53,8 @@ import numpy as np
 
 from experiments.ship.split_budget import (BUDGET_FLAGS, Budget,
                                           BudgetOptions, budget_of)
-from tfmodels.command_options import define_flags, from_flags, option
+from tfmodels.command_options import (define_flags, from_flags, option,
+                                      run_command)
 from tfmodels.compression.carve import CarveSpec, carved_config
 from tfmodels.flag_checks import refuse_nonfinite_floats
 
@@ -716,10 +717,7 @@ def define_command_flags(flag_values=flags.FLAGS):
 
 
 def run():
-  from tfmodels.sigterm import exit_on_sigterm
-  exit_on_sigterm()
-  define_command_flags()
-  app.run(main)
+  run_command(define_command_flags, main)
 
 
 if __name__ == "__main__":

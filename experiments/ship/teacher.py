@@ -32,8 +32,8 @@ import unicodedata
 from absl import app, logging
 
 from experiments.common.paths import VOCAB
-from tfmodels.command_options import define_flags, from_flags, option
-from tfmodels.sigterm import exit_on_sigterm
+from tfmodels.command_options import (define_flags, from_flags, option,
+                                      run_command)
 
 OWNER = "ship_teacher"  # what --overwrite may replace
 LABELS_FILE = "labels.txt"
@@ -317,9 +317,7 @@ def main(argv):
 
 
 def run():
-  exit_on_sigterm()
-  define_command_flags()
-  app.run(main)
+  run_command(define_command_flags, main)
 
 
 if __name__ == "__main__":
