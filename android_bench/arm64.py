@@ -159,6 +159,19 @@ def instruction_counting(root=None):
   return False, stamp.get("plugin_reason") or "the root has no plugin"
 
 
+def counting_root(root=None):
+  """The arm64 root that can count instructions (`root` or the default);
+  Arm64Error, one line saying how to make it, when there is none."""
+  path, why = arm64_root(root)
+  if path is None:
+    raise Arm64Error(why)
+  counting, why = instruction_counting(path)
+  if not counting:
+    raise Arm64Error(f"{path} cannot count instructions ({why}; rebuild "
+                     "it: make arm64-root)")
+  return path
+
+
 class Arm64Result(list):
   """The list of each feed's {output name: array}, with what ran:
   `info` (the runner's: machine, versions, XNNPACK coverage, invokes),

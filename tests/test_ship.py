@@ -275,6 +275,37 @@ def test_a_hugging_face_classifier_ships_with_its_labels(spam_data,
   assert not os.path.exists(tmp_path / ".ship.lock")  # none left
 
 
+def test_on_arm64_the_split_costs_at_most_half_the_teachers_instructions(
+    qa_data, tmp_path):
+  """--target arm64 --target_latency_share 0.5: the search counts every
+  candidate's and the teacher's instructions on emulated arm64 beside its
+  host ms and chooses within half the teacher's; the report says so, in
+  instructions, and times the files on the host."""
+  from android_bench.arm64 import instruction_counting
+  counting, why = instruction_counting()
+  if not counting:
+    pytest.skip(f"no arm64 instruction counting here: {why}")
+  out = str(tmp_path / "ship")
+  done = _ship("--teacher", QA_TEACHER, "--data_dir", qa_data, "--output_dir",
+               out, "--target", "arm64", "--target_latency_share", "0.5",
+               *TINY, "--heads", "2,1")
+  assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+  summary = _summary(out)
+  search, student = summary["search"], summary["student"]
+  assert search["target"] == "arm64" and len(search["rows"]) == 8
+  assert all(r["arm64_instructions"] > 0 and r["latency_ms"] > 0
+             for r in search["rows"])
+  arm64 = student["arm64_budget"]
+  assert arm64["student"] <= 0.5 * arm64["teacher"]
+  assert arm64["most"] == pytest.approx(0.5 * arm64["teacher"])
+  assert student["within_budget"] == {"arm64_instructions": True}
+  assert student["target"] == "host" and student["latency_ms"] > 0
+  report = open(Layout(out).report).read()
+  assert "Chosen on emulated arm64 (qemu-aarch64 -cpu cortex-a76" in report
+  assert "| ms | arm64 instructions | score |" in report
+  assert "timed on the host" in report
+
+
 def test_a_budget_no_split_meets_is_refused_before_any_training(qa_data,
                                                                 tmp_path):
   out = str(tmp_path / "ship")
@@ -305,12 +336,24 @@ def test_a_budget_no_split_meets_is_refused_before_any_training(qa_data,
      "--student_max_minutes -1: give minutes, 0 or more"),
     (("--target_mb", "5", "--min_secs", "-1"), "error: --min_secs -1: give "
      "seconds, 0 or more"),
+    (("--target_latency_ms", "5", "--target", "arm64"), "error: "
+     "--target_latency_ms 5: emulated arm64 counts instructions, not "
+     "milliseconds; give --target_latency_share (a share of the teacher's "
+     "instructions)"),
+    (("--target_latency_share", "0.5", "--target", "arm64"),
+     "error: --target arm64: "),
 ])
 def test_bad_flags_are_refused_in_one_line(args, message, spam_data,
-                                           tmp_path):
+                                           tmp_path, monkeypatch):
   out = tmp_path / "ship"
+  # No arm64 root: the line says how to make one (qemu-user, the root).
+  monkeypatch.setenv("ARM64_ROOT", str(tmp_path / "no_root"))
   done = _ship("--teacher", CLASSIFIER, "--data_dir", spam_data,
                "--output_dir", str(out), *args)
+  if message.endswith(": "):
+    last = done.stderr.strip().splitlines()[-1]
+    assert last.startswith(message) and "make arm64-root" in last, last
+    message = last
   assert done.returncode == 1
   assert done.stderr.strip().splitlines()[-1] == message
   assert not out.exists()

@@ -6,6 +6,7 @@ pruned by age and size), a phone through the real adb client and the
 stand-in device of test_android_bench_adb, the output's lock, and the
 refusals before any work."""
 
+import dataclasses
 import json
 import os
 import shutil
@@ -70,6 +71,40 @@ ROWS = [Row(Candidate(h, w), p, mb, ms, s) for h, w, p, mb, ms, s in TABLE]
 def test_choose_takes_the_best_score_inside_the_budget(budget, chosen):
   best = choose(ROWS, budget, teacher_params=1000)
   assert (best.candidate.heads, best.candidate.intermediate_size) == chosen
+
+
+# The same candidates' arm64 instructions per inference.
+INSTRUCTIONS = {(4, 128): 600e6, (4, 64): 450e6, (2, 128): 330e6,
+                (2, 64): 290e6, (1, 64): 200e6, (1, 32): 180e6}
+ARM64_ROWS = [Row(r.candidate, r.params, r.int8_mb, r.latency_ms, r.score,
+                  INSTRUCTIONS[(r.candidate.heads,
+                                r.candidate.intermediate_size)])
+              for r in ROWS]
+
+
+def test_on_arm64_the_share_bounds_the_teachers_instructions():
+  """With the teacher's instruction count the share bounds instructions,
+  never host milliseconds; a miss names the fewest instructions."""
+  budget = Budget(latency_share=0.5).with_teacher(20.0, 600e6)
+  assert budget.max_latency_ms() is None
+  assert budget.max_instructions() == 300e6
+  best = choose(ARM64_ROWS, budget, teacher_params=1000)
+  assert (best.candidate.heads, best.candidate.intermediate_size) == (2, 64)
+  # Host milliseconds play no part: 0.55 of a 10 ms teacher would admit
+  # no candidate, 0.55 of its 600M instructions admits (2, 128).
+  wider = choose(ARM64_ROWS, Budget(latency_share=0.55).with_teacher(
+      10.0, 600e6), teacher_params=1000)
+  assert (wider.candidate.heads, wider.candidate.intermediate_size) == (
+      2, 128)
+  assert budget.describe() == (
+      "0.5 of the teacher's int8 instructions on emulated arm64 (600M "
+      "per inference: 300M)")
+  with pytest.raises(BudgetError) as refused:
+    choose(ARM64_ROWS, Budget(latency_share=0.1).with_teacher(20.0, 600e6),
+           teacher_params=1000)
+  assert str(refused.value).endswith(
+      ": the fastest, 1 heads, FFN 32, measured 180M instructions per "
+      "inference on emulated arm64 (1.40 MB int8, 350 encoder parameters)")
 
 
 def test_a_budget_no_candidate_meets_names_the_fastest():
@@ -168,6 +203,24 @@ def test_a_host_time_never_stands_for_a_phone():
                                   "a" * 64, adb="/usr/bin/adb"))
 
 
+def test_an_instruction_count_never_stands_for_a_time(tmp_path):
+  """An arm64 count is keyed by the emulated CPU and the root's packages,
+  apart from every time."""
+  config = carved(TEACHER, Candidate(2, 32))
+  roots = []
+  for cpu, litert in (("cortex-a76", "1.4.0"), ("cortex-a76", "1.5.0"),
+                      ("cortex-a55", "1.4.0")):
+    root = tmp_path / f"{cpu}-{litert}"
+    root.mkdir()
+    (root / "arm64-root.json").write_text(json.dumps(
+        {"format": 2, "cpu": cpu, "packages": {"ai-edge-litert": litert}}))
+    roots.append(Device("arm64", arm64_root=str(root)))
+  keys = {shape_key(config, Head("span"), 32, 1, d.key())
+          for d in [Device(), *roots]}
+  assert len(keys) == 4
+  assert roots[0].unit == "instructions" and Device().unit == "latency_ms"
+
+
 def _fake_teacher(tmp_path, hidden_act="gelu"):
   """config.json and task.json only: enough for every check before the
   work, which would fail on the missing checkpoint."""
@@ -194,15 +247,38 @@ def _fake_teacher(tmp_path, hidden_act="gelu"):
      "--benchmark_binary /no/such: no such file"),
     ({"serial": "R58M123"}, "--serial is for --target adb"),
     ({"threads": 0}, "--threads 0: give 1 or more"),
+    ({"target": "arm64", "serial": "R58M123", "target_latency_ms": 0.0,
+      "target_latency_share": 0.5}, "--serial is for --target adb"),
 ])
 def test_bad_flags_are_refused_before_any_work(tmp_path, flags, message):
   options = with_defaults(SearchOptions, teacher_dir=_fake_teacher(tmp_path),
-                          data_dir=str(tmp_path), target_latency_ms=5.0,
-                          **flags)
+                          data_dir=str(tmp_path),
+                          **{"target_latency_ms": 5.0, **flags})
   with pytest.raises(ValueError) as refused:
     search(options)
   assert str(refused.value).startswith(message)
   assert "\n" not in str(refused.value)
+
+
+def test_arm64_without_its_root_or_with_a_ms_budget_is_one_line(
+    tmp_path, monkeypatch, capsys):
+  """--target arm64 says how to make the root, and refuses a budget in
+  milliseconds (emulation has none), both before any work."""
+  monkeypatch.setenv("ARM64_ROOT", str(tmp_path / "no_root"))
+  options = with_defaults(SearchOptions, teacher_dir=_fake_teacher(tmp_path),
+                          data_dir=str(tmp_path), target="arm64",
+                          target_latency_share=0.5)
+  with pytest.raises(ValueError) as refused:
+    search(options)
+  assert str(refused.value).startswith("--target arm64: ")
+  assert "make arm64-root" in str(refused.value)
+  assert "\n" not in str(refused.value)
+  with pytest.raises(SystemExit) as exited:
+    search(dataclasses.replace(options, target_latency_ms=5.0))
+  assert str(exited.value) == (
+      "error: --target_latency_ms 5: emulated arm64 counts instructions, not "
+      "milliseconds; give --target_latency_share (a share of the teacher's "
+      "instructions)")
 
 
 def test_a_substitution_with_nothing_to_do_is_refused(tmp_path):
@@ -283,6 +359,26 @@ def test_candidates_are_timed_on_the_phone_apart_from_the_host(
     lab.close()
 
 
+def _search_command(tmp_path):
+  """(a tiny BERT spam teacher, the search's argv on it: 4 candidates at
+  L = 32 as they ship with LayerNorm substituted)."""
+  from fixtures.converters import tiny_models
+  base = tmp_path.parent
+  teacher = tmp_path / "teacher"
+  shutil.copytree(tiny_models.trained_classifier(
+      str(base), "tiny_bert", 80, "bert_classifier"), teacher)
+  (teacher / "task.json").write_text(json.dumps({
+      "task": "spam", "max_seq_length": tiny_models.SEQ_LENGTH,
+      "vocab_file": tiny_models.VOCAB}))
+  return teacher, [
+      sys.executable, "-m", "experiments.ship.split_search", "--teacher_dir",
+      str(teacher), "--data_dir", tiny_models.spam_data(str(base)),
+      "--heads", "2,1", "--widths", "32", "--ranks", "none,8",
+      "--calibration_examples", "64", "--num_runs", "5",
+      "--max_seq_length", "32", "--substitute", "layernorm=nonorm",
+      "--work_dir", str(tmp_path / "work")]
+
+
 def test_the_command_chooses_and_refuses_in_one_line(tmp_path):
   """A tiny BERT spam teacher, its candidates timed at the app's length as
   they ship (LayerNorm substituted) and the teacher as it is: the table, the
@@ -291,19 +387,7 @@ def test_the_command_chooses_and_refuses_in_one_line(tmp_path):
   its time, re-using the cached measurements."""
   from fixtures.converters import tiny_models
   from tfmodels.checkpoints.model_dir import read_head
-  base = tmp_path.parent
-  teacher = tmp_path / "teacher"
-  shutil.copytree(tiny_models.trained_classifier(
-      str(base), "tiny_bert", 80, "bert_classifier"), teacher)
-  (teacher / "task.json").write_text(json.dumps({
-      "task": "spam", "max_seq_length": tiny_models.SEQ_LENGTH,
-      "vocab_file": tiny_models.VOCAB}))
-  common = [sys.executable, "-m", "experiments.ship.split_search", "--teacher_dir",
-            str(teacher), "--data_dir", tiny_models.spam_data(str(base)),
-            "--heads", "2,1", "--widths", "32", "--ranks", "none,8",
-            "--calibration_examples", "64", "--num_runs", "5",
-            "--max_seq_length", "32", "--substitute", "layernorm=nonorm",
-            "--work_dir", str(tmp_path / "work")]
+  teacher, common = _search_command(tmp_path)
   result = subprocess.run(common + ["--target_latency_ms", "1000",
                                     "--output", str(tmp_path / "s.json")],
                           capture_output=True, text=True, cwd=tiny_models.REPO,
@@ -346,6 +430,46 @@ def test_the_command_chooses_and_refuses_in_one_line(tmp_path):
   assert line.startswith("error: no candidate split meets 0.0001 ms: the "
                          f"fastest, {label}, measured "), line
   assert "converting" not in refused.stdout  # measured once, by shape
+
+
+def test_on_arm64_the_command_chooses_by_instructions_beside_host_ms(
+    tmp_path):
+  """--target arm64: every candidate and the teacher timed on the host and
+  counted on emulated arm64, the choice within half the teacher's
+  instructions, both kinds of record in the cache under their own keys."""
+  from android_bench.arm64 import instruction_counting
+  from fixtures.converters import tiny_models
+  counting, why = instruction_counting()
+  if not counting:
+    pytest.skip(f"no arm64 instruction counting here: {why}")
+  _, common = _search_command(tmp_path)
+  result = subprocess.run(common + [
+      "--target", "arm64", "--target_latency_share", "0.9", "--output",
+      str(tmp_path / "s.json")], capture_output=True, text=True,
+      cwd=tiny_models.REPO, env=tiny_models.env())
+  assert result.returncode == 0, result.stderr[-3000:]
+  record = json.loads((tmp_path / "s.json").read_text())
+  assert record["target"] == "arm64" and len(record["rows"]) == 4
+  teacher = record["teacher_arm64_instructions"]
+  assert teacher > 0 and record["teacher_latency_ms"] > 0
+  assert all(r["arm64_instructions"] > 0 and r["latency_ms"] > 0
+             for r in record["rows"])
+  assert record["budget"]["max_latency_ms"] is None
+  assert record["budget"]["max_arm64_instructions"] == pytest.approx(
+      0.9 * teacher)
+  chosen, = [r for r in record["rows"] if r["chosen"]]
+  assert chosen["arm64_instructions"] <= 0.9 * teacher
+  inside = [r for r in record["rows"]
+            if r["arm64_instructions"] <= 0.9 * teacher]
+  assert chosen["score"] == max(r["score"] for r in inside)
+  assert "arm64 insns" in result.stdout
+  assert ("instructions per inference counted on emulated arm64 "
+          "(qemu-aarch64 -cpu cortex-a76)") in result.stdout
+  # 5 host times and 5 arm64 counts, each under its own key.
+  kept = [json.loads((tmp_path / "work" / n).read_text())
+          for n in os.listdir(tmp_path / "work") if n.endswith(".json")]
+  assert sorted(("latency_ms" in k, "instructions" in k) for k in kept) == (
+      [(False, True)] * 5 + [(True, False)] * 5)
 
 
 def test_the_score_curve_ranks_as_spearman_does():

@@ -7,6 +7,8 @@ that meets a budget: one command.
     python -m experiments.ship ... --target_params 0.4     # or --target_mb 10
     python -m experiments.ship ... --target_latency_share 0.45  # of the
                                       # teacher's int8 time, timed alongside
+    python -m experiments.ship ... --target arm64 --target_latency_share 0.5
+                                      # of its instructions on emulated arm64
 
 --teacher is a Hugging Face directory saved from BertForQuestionAnswering,
 BertForSequenceClassification or BertForTokenClassification (config.json,
@@ -65,7 +67,7 @@ from experiments.ship.steps import (APP_LENGTH, DEFAULT_APP_LENGTH, Layout,
                                     STEP_NAMES, Plan, ShipError, better_int8,
                                     build_steps, needs_qat, read_split)
 from experiments.ship.split_budget import (BUDGET_FLAGS, BudgetOptions,
-                                          budget_of)
+                                          budget_of, check_target)
 from tfmodels.command_options import define_flags, from_flags, option
 from tfmodels.flag_checks import refuse_nonfinite_floats
 from tfmodels.sigterm import exit_on_sigterm
@@ -92,7 +94,11 @@ class Options(skeleton.Options, BudgetOptions):
   task: str | None = option(None, "The task (finetune --task; default: from "
                             "the teacher's head and the data files).")
   target: str = option("host", "Where latency is measured: this host, or "
-                       "the phone adb reaches.", choices=("host", "adb"))
+                       "the phone adb reaches; arm64: the split chosen by "
+                       "instructions per inference on emulated arm64 (the "
+                       "phone's XNNPACK kernels; make arm64-root), the files "
+                       "timed on this host.",
+                       choices=("host", "adb", "arm64"))
   threads: int = option(1, "Threads the files are timed with.")
   benchmark_binary: str | None = option(
       None, "--target adb: LiteRT's benchmark_model for the phone's ABI.")
@@ -192,9 +198,16 @@ def make_plan(options):
   """Plan of the flags, checked (one line naming the flag) before work."""
   budget = {n: getattr(options, n) for n in BUDGET_FLAGS}
   try:
+    check_target(options.target, budget)
     budget_of(budget)
   except ValueError as e:
     raise ShipError(str(e)) from None
+  if options.target == "arm64":
+    from android_bench.arm64 import Arm64Error, counting_root
+    try:
+      counting_root()
+    except Arm64Error as e:
+      raise ShipError(f"--target arm64: {e}") from None
   for name in ("teacher", "data_dir"):
     if not os.path.exists(getattr(options, name)):
       raise ShipError(f"--{name} {getattr(options, name)}: no such file or "

@@ -7,11 +7,21 @@ teacher, and the best-scored candidate inside the budget.
         --target_latency_ms 20 [--threads 1] [--max_seq_length 384] \
         [--substitute layernorm=nonorm,gelu=relu] [--output split.json] \
         [--target adb --benchmark_binary benchmark_model [--serial S]]
+    python -m experiments.ship.split_search ... --target arm64 \
+        --target_latency_share 0.5
 
 prints the table (candidate, encoder parameters, int8 MB, measured ms,
 score), the teacher's own time and the `compress` flags of the chosen split;
 a budget no candidate meets is refused in one line naming the fastest
 candidate's time.
+
+`--target arm64` budgets on the phone's kernels without a phone: each
+candidate's int8 file (and the teacher's) also runs on emulated arm64 (a
+Cortex-A76 under qemu-user, `make arm64-root`) with XNNPACK's ARM kernels,
+and its cost is the arm64 instructions of one inference at the length and
+threads it ships with; the budget is a share of the teacher's count
+(`--target_latency_share`). Emulation gives no milliseconds: the table shows
+host ms beside the instructions, and the choice is made on instructions.
 
     rows = [Row(c, params, int8_mb, latency_ms, score) for c in ...]
     best = choose(rows, Budget(latency_ms=20.0), teacher_params)
@@ -52,7 +62,8 @@ from absl import app, flags
 import numpy as np
 
 from experiments.ship.split_budget import (BUDGET_FLAGS, Budget,
-                                          BudgetOptions, budget_of)
+                                          BudgetOptions, budget_of,
+                                          check_target, millions)
 from tfmodels.command_options import (define_flags, from_flags, option,
                                       run_command)
 from tfmodels.compression.carve import CarveSpec, carved_config
@@ -121,8 +132,9 @@ class Row:
   candidate: Candidate
   params: int  # encoder parameters
   int8_mb: float  # the int8 file's size
-  latency_ms: float  # median on the target
+  latency_ms: float  # median on the target (--target arm64: the host)
   score: float  # what it keeps of the teacher (higher is better)
+  instructions: float | None = None  # per inference on emulated arm64
 
 
 class BudgetError(ValueError):
@@ -135,14 +147,19 @@ def choose(rows, budget, teacher_params):
   if not rows:
     raise BudgetError("no candidate splits to choose from")
   inside = [r for r in rows if budget.admits(r, teacher_params)]
+  arm64 = budget.teacher_instructions is not None
+  cost = (lambda r: r.instructions) if arm64 else (lambda r: r.latency_ms)
   if not inside:
-    fastest = min(rows, key=lambda r: r.latency_ms)
+    fastest = min(rows, key=cost)
+    measured = (f"{millions(fastest.instructions)} instructions per "
+                "inference on emulated arm64" if arm64
+                else f"{fastest.latency_ms:.2f} ms")
     raise BudgetError(
         f"no candidate split meets {budget.describe()}: the fastest, "
-        f"{fastest.candidate.label()}, measured {fastest.latency_ms:.2f} ms "
+        f"{fastest.candidate.label()}, measured {measured} "
         f"({fastest.int8_mb:.2f} MB int8, {fastest.params:,} encoder "
         "parameters)")
-  return max(inside, key=lambda r: (r.score, -r.latency_ms))
+  return max(inside, key=lambda r: (r.score, -cost(r)))
 
 
 def retained(statistics, table_singular_values, candidate):
@@ -170,25 +187,40 @@ def retained(statistics, table_singular_values, candidate):
 class Device:
   """Where the candidates are timed: this host (android_bench's
   ai_edge_litert runner; the default), or a phone or emulator through adb
-  with LiteRT's benchmark_model (`attach` fills it)."""
-  target: str = "host"  # or "adb"
+  with LiteRT's benchmark_model (`attach` fills it); or where their arm64
+  instructions are counted (`arm64_device`: qemu-user, no times)."""
+  target: str = "host"  # or "adb", "arm64"
   serial: str | None = None
-  model: str | None = None  # the phone's ro.product.model
+  model: str | None = None  # the phone's ro.product.model; arm64: the CPU
   benchmark_binary: str | None = None
   binary_sha256: str | None = None
   adb: str = "adb"
   adb_server_port: int | None = None
+  arm64_root: str | None = None
 
   def key(self):
     """What a time depends on besides the shape (`shape_key`'s target): a
     host time never stands for a phone's, nor one phone's (or one
-    benchmark_model build's) for another's."""
+    benchmark_model build's) for another's, nor a time for an instruction
+    count (the emulated CPU and the root's LiteRT are part of its key)."""
     if self.target == "host":
       return "host"
+    if self.target == "arm64":
+      from android_bench.arm64 import read_stamp
+      stamp = read_stamp(self.arm64_root) or {}
+      return {"target": "arm64", "cpu": stamp.get("cpu"),
+              "packages": stamp.get("packages")}
     return {"target": "adb", "serial": self.serial, "model": self.model,
             "benchmark_model_sha256": self.binary_sha256}
 
+  @property
+  def unit(self):
+    """What a measurement is: median ms, or instructions per inference."""
+    return "instructions" if self.target == "arm64" else "latency_ms"
+
   def describe(self):
+    if self.target == "arm64":
+      return f"emulated arm64 ({self.model})"
     return "the host" if self.target == "host" else \
         f"{self.model or 'the device'} ({self.serial})"
 
@@ -205,6 +237,18 @@ class Device:
     with device_lock(self.serial):
       yield AdbTarget(Adb(self.adb, self.serial, self.adb_server_port),
                       self.benchmark_binary, settings)
+
+
+def arm64_device(root=None):
+  """The Device counting instructions on emulated arm64; ValueError (one
+  line saying how to make the root) when it cannot."""
+  from android_bench.arm64 import CPU, Arm64Error, counting_root, read_stamp
+  try:
+    path = counting_root(root)
+  except Arm64Error as e:
+    raise ValueError(f"--target arm64: {e}") from None
+  cpu = (read_stamp(path) or {}).get("cpu", CPU)
+  return Device("arm64", model=f"qemu-aarch64 -cpu {cpu}", arm64_root=path)
 
 
 def attach(benchmark_binary, serial=None, adb="adb", adb_server_port=None):
@@ -431,7 +475,7 @@ def _measure_records(configs, head, seq_length, threads, cache_dir,
     try:
       with open(record) as f:
         cached = json.load(f)
-      measured[config.name] = (cached["latency_ms"], cached["int8_mb"])
+      measured[config.name] = (cached[device.unit], cached["int8_mb"])
       with contextlib.suppress(OSError):  # used now: pruned last
         os.utime(record)
       continue
@@ -443,39 +487,71 @@ def _measure_records(configs, head, seq_length, threads, cache_dir,
     todo.setdefault(name, (record, []))[1].append(config.name)
   if not todo:
     return measured
-  from android_bench import report
-  from android_bench.runner import Settings, run_matrix
   from tfmodels.staging import write_file
   os.makedirs(cache_dir, exist_ok=True)
   scratch = tempfile.mkdtemp(prefix=f"timing-{os.getpid()}-", dir=cache_dir)
   try:
     _convert_all({os.path.join(scratch, n): c for n, c in configs_of.items()},
                  head, seq_length, log)
-    run_settings = Settings(threads=(threads,), **dict(settings or {}))
-    with device.runner(run_settings) as target:
-      run, _ = run_matrix(target, [os.path.join(scratch, n)
-                                   for n in sorted(todo)], run_settings,
-                          os.path.join(scratch, "runs"),
-                          name="split_search", binary=device.benchmark_binary,
-                          log=log)
-    by_file = {r["model"]: r for r in report.summarize(run)}
+    files = [os.path.join(scratch, n) for n in sorted(todo)]
+    if device.target == "arm64":
+      costs = _count_on_arm64(files, threads, device.arm64_root, log)
+    else:
+      costs = _time_files(files, threads, settings, device, scratch, log)
     for name, (record, names) in sorted(todo.items()):
-      row = by_file.get(name, {})
-      if not row.get("latency_ms"):
-        why = "; ".join(row.get("errors") or []) or "no time"
+      cost, why = costs.get(name, (None, None))
+      if not cost:
         raise BudgetError(f"{names[0]}: its int8 file did not run on "
-                          f"{device.describe()}: {why}".splitlines()[0])
-      facts = {"latency_ms": row["latency_ms"],
+                          f"{device.describe()}: {why or 'no time'}"
+                          .splitlines()[0])
+      facts = {device.unit: cost,
                "int8_mb": os.path.getsize(os.path.join(scratch, name)) / 1e6,
                # The name it was timed under (the file is not kept).
                "config": names[0], "int8_file": name,
                "target": device.key()}
       write_file(record, json.dumps(facts, indent=1))
       for config_name in names:
-        measured[config_name] = (facts["latency_ms"], facts["int8_mb"])
+        measured[config_name] = (cost, facts["int8_mb"])
   finally:
     shutil.rmtree(scratch, ignore_errors=True)
   return measured
+
+
+def _time_files(files, threads, settings, device, scratch, log):
+  """{file name: (median ms, why not)} of one android_bench run of `files`
+  on the host or the phone."""
+  from android_bench import report
+  from android_bench.runner import Settings, run_matrix
+  run_settings = Settings(threads=(threads,), **dict(settings or {}))
+  with device.runner(run_settings) as target:
+    run, _ = run_matrix(target, files, run_settings,
+                        os.path.join(scratch, "runs"), name="split_search",
+                        binary=device.benchmark_binary, log=log)
+  return {r["model"]: (r.get("latency_ms"),
+                       "; ".join(r.get("errors") or []) or None)
+          for r in report.summarize(run)}
+
+
+def _count_on_arm64(files, threads, root, log):
+  """{file name: (arm64 instructions per inference, why not)}: each file
+  run on emulated arm64 at its full length with `threads` threads, one
+  counted inference after a warm-up (android_bench.arm64), two qemu
+  processes at a time."""
+  import concurrent.futures
+  from android_bench.arm64 import Arm64Error, random_feeds, run_on_arm64
+
+  def count(path):
+    try:
+      return run_on_arm64(path, random_feeds(path, 1), threads,
+                          instruction_runs=1, root=root
+                          ).instructions_per_inference, None
+    except Arm64Error as e:
+      return None, str(e)
+
+  log(f"counting the arm64 instructions of {len(files)} files")
+  with concurrent.futures.ThreadPoolExecutor(2) as pool:
+    counted = dict(zip(files, pool.map(count, files)))
+  return {os.path.basename(path): c for path, c in counted.items()}
 
 
 # --- the command -------------------------------------------------------------
@@ -501,7 +577,11 @@ class SearchOptions(BudgetOptions):
                            "layernorm=nonorm,gelu=relu; default: none). The "
                            "teacher is timed as it is.")
   target: str = option("host", "Where the int8 files are timed: this host, "
-                       "or the phone adb reaches.", choices=("host", "adb"))
+                       "or the phone adb reaches; arm64: timed on this host "
+                       "and chosen by their instructions per inference on "
+                       "emulated arm64 (make arm64-root; the budget as "
+                       "--target_latency_share).",
+                       choices=("host", "adb", "arm64"))
   benchmark_binary: str | None = option(
       None, "LiteRT's benchmark_model built for the phone (--target adb).")
   serial: str | None = option(None, "The phone's serial when several are "
@@ -533,8 +613,10 @@ class SearchOptions(BudgetOptions):
 
 def _budget(options):
   """The Budget of the flags, or SystemExit naming the bad flag."""
+  values = {n: getattr(options, n) for n in BUDGET_FLAGS}
   try:
-    return budget_of({n: getattr(options, n) for n in BUDGET_FLAGS})
+    check_target(options.target, values)
+    return budget_of(values)
   except ValueError as e:
     sys.exit(f"error: {e}")
 
@@ -588,12 +670,13 @@ def _word_table(model):
 
 
 def _device(options):
-  """The Device of the flags; one-line errors (no phone, no binary)."""
-  if options.target == "host":
+  """The Device of the flags; one-line errors (no phone, no binary, no
+  arm64 root)."""
+  if options.target in ("host", "arm64"):
     for name in ("benchmark_binary", "serial"):
       if getattr(options, name):
         raise ValueError(f"--{name} is for --target adb")
-    return Device()
+    return Device() if options.target == "host" else arm64_device()
   port = options.adb_server_port
   if port is not None and not 0 < port < 65536:
     raise ValueError(f"--adb_server_port {port}: give a TCP port, 1..65535")
@@ -634,30 +717,43 @@ def search(options):
   budget, spec, config, grid, configs, seq_length, device = _plan(options)
   teacher, config, head = load_model_dir(options.teacher_dir)
   statistics, singular = _scores(options, teacher, config, spec, head)
-  measured = measure(list(configs.values()) + [config.replace(name="teacher")],
-                     head, seq_length, options.threads,
-                     options.work_dir or private_directory("split_search"),
+  files = list(configs.values()) + [config.replace(name="teacher")]
+  cache_dir = options.work_dir or private_directory("split_search")
+  log = lambda line: print(line, flush=True)  # noqa: E731
+  arm64 = device if device.target == "arm64" else None
+  measured = measure(files, head, seq_length, options.threads, cache_dir,
                      {"num_runs": options.num_runs, "warmup_runs": 1},
-                     log=lambda line: print(line, flush=True), device=device)
+                     log=log, device=Device() if arm64 else device)
+  counted = arm64 and measure(files, head, seq_length, options.threads,
+                              cache_dir, log=log, device=arm64)
   rows = [Row(c, count(configs[c], 1)["params_encoder"],
               measured[configs[c].name][1], measured[configs[c].name][0],
-              retained(statistics, singular, c)) for c in grid]
+              retained(statistics, singular, c),
+              counted[configs[c].name][0] if arm64 else None) for c in grid]
   teacher_params = count(config, 1)["params_encoder"]
   teacher_ms, teacher_mb = measured["teacher"]
-  budget = budget.with_teacher(teacher_ms)
+  teacher_instructions = counted["teacher"][0] if arm64 else None
+  budget = budget.with_teacher(teacher_ms, teacher_instructions)
   best = choose(rows, budget, teacher_params)
   print(f"{'candidate':<36} {'params':>10} {'int8 MB':>8} {'ms':>8} "
-        f"{'score':>6}")
-  for r in sorted(rows, key=lambda r: r.latency_ms):
+        + (f"{'arm64 insns':>11} " if arm64 else "") + f"{'score':>6}")
+  for r in sorted(rows, key=lambda r: (r.instructions or 0, r.latency_ms)):
     mark = "  <- chosen" if r is best else ""
     print(f"{r.candidate.label():<36} {r.params:>10,} {r.int8_mb:>8.2f} "
-          f"{r.latency_ms:>8.2f} {r.score:>6.3f}{mark}")
-  print(f"timed on {device.describe()} at length {seq_length}, "
-        f"{options.threads} threads"
+          f"{r.latency_ms:>8.2f} "
+          + (f"{millions(r.instructions):>11} " if arm64 else "")
+          + f"{r.score:>6.3f}{mark}")
+  print(f"timed on {'the host' if arm64 else device.describe()} at length "
+        f"{seq_length}, {options.threads} threads"
+        + (f"; instructions per inference counted on {arm64.describe()}"
+           if arm64 else "")
         + (f", as shipped after --substitute {options.substitute}"
            if options.substitute else "")
-        + f"; the teacher as it is: {teacher_ms:.2f} ms, {teacher_mb:.2f} MB "
-        f"int8, {teacher_params:,} encoder parameters")
+        + f"; the teacher as it is: {teacher_ms:.2f} ms"
+        + (f", {millions(teacher_instructions)} arm64 instructions"
+           if arm64 else "")
+        + f", {teacher_mb:.2f} MB int8, {teacher_params:,} encoder "
+        "parameters")
   flags_ = [f"--heads {best.candidate.heads}",
             f"--intermediate_size {best.candidate.intermediate_size}"]
   if best.candidate.table_rank:
@@ -669,7 +765,8 @@ def search(options):
         + (f" --substitute {options.substitute}" if options.substitute
            else ""))
   return {"budget": dict(dataclasses.asdict(budget),
-                        max_latency_ms=budget.max_latency_ms()),
+                        max_latency_ms=budget.max_latency_ms(),
+                        max_arm64_instructions=budget.max_instructions()),
           "threads": options.threads,
           "max_seq_length": seq_length, "target": device.target,
           "device": None if device.target == "host" else
@@ -677,12 +774,14 @@ def search(options):
           "substitute": options.substitute,
           "teacher_params": teacher_params,
           "teacher_latency_ms": round(teacher_ms, 4),
+          "teacher_arm64_instructions": teacher_instructions,
           "teacher_int8_mb": round(teacher_mb, 4),
           "chosen": dataclasses.asdict(best.candidate),
           "compress_flags": flags_,
           "rows": [dict(dataclasses.asdict(r.candidate), params=r.params,
                         int8_mb=round(r.int8_mb, 4),
                         latency_ms=round(r.latency_ms, 4),
+                        arm64_instructions=r.instructions,
                         score=round(r.score, 4), chosen=r is best)
                    for r in rows]}
 

@@ -60,7 +60,7 @@ class Plan:
   task: str  # finetune --task
   data_dir: str
   budget: dict  # split_search flags: {"target_latency_ms": 20.0, ...}
-  target: str = "host"  # where latency is measured: host or adb
+  target: str = "host"  # host, adb, or arm64 (the search; timed on host)
   threads: int = 1
   max_seq_length: int = SEQUENCE_LENGTH  # the shipped file's (the app's)
   train_max_seq_length: int = 128  # carving and distillation
@@ -351,9 +351,10 @@ def _add_latency(chain, shipped):
   name, int8 = shipped, layout.tflite_file(shipped, "int8")
   models = [layout.tflite_file("teacher", m) for m in MODES] + [
       layout.tflite_file("student", "float32"), int8]
+  timed_on = "adb" if plan.target == "adb" else "host"
   target = (("--target", "adb", "--benchmark_binary", plan.benchmark_binary)
             + (("--serial", plan.serial) if plan.serial else ())
-            if plan.target == "adb" else ("--target", "host"))
+            if timed_on == "adb" else ("--target", "host"))
   out = bench_dir(layout, plan)
   chain.add("latency", python_module(
       "android_bench", "run", *target, "--threads", plan.threads,
@@ -361,7 +362,7 @@ def _add_latency(chain, shipped):
       "--num_runs", plan.num_runs, "--min_secs", plan.min_secs,
       "--benchmark_args", f"--warmup_min_secs={plan.min_secs / 2:g}",
       "--results_dir", out, "--name",
-      plan.target, "--noplot", *models), out,
+      timed_on, "--noplot", *models), out,
       [layout.tflite("teacher"), layout.tflite("student"),
        layout.tflite(name)], alone=True)
 
