@@ -465,6 +465,8 @@ def test_on_arm64_the_command_chooses_by_instructions_beside_host_ms(
   assert "arm64 insns" in result.stdout
   assert ("instructions per inference counted on emulated arm64 "
           "(qemu-aarch64 -cpu cortex-a76)") in result.stdout
+  # One file per shape, converted once: timed on the host, then counted.
+  assert result.stdout.count("converting 5 candidate shapes") == 1
   # 5 host times and 5 arm64 counts, each under its own key.
   kept = [json.loads((tmp_path / "work" / n).read_text())
           for n in os.listdir(tmp_path / "work") if n.endswith(".json")]

@@ -447,45 +447,61 @@ def prune_cache(cache_dir, max_days=CACHE_DAYS, max_mb=CACHE_MB, now=None):
 
 
 def measure(configs, head, seq_length, threads, cache_dir, settings=None,
-            log=print, device=Device()):
+            log=print, device=Device(), also=None):
   """{config name: (median ms, int8 MB)} of each config in `configs`
   timed on `device` (default: the host) with `threads` threads, all in one
   android_bench run, from `cache_dir` where it was measured before.
   Configs of one shape are converted and timed once. `settings`:
-  android_bench Settings overrides (runs, warm-ups, min_secs).
+  android_bench Settings overrides (runs, warm-ups, min_secs). With
+  `also` (another Device: arm64), ({...}, {config name: (its cost, int8
+  MB)}) from the same files.
 
   `cache_dir` keeps only the records of the times: the int8 files are
   made in a scratch directory of this run, removed when it ends, and the
   cache is pruned to its bound (`prune_cache`) before and after."""
+  devices = (device,) + ((also,) if also else ())
   prune_cache(cache_dir)
   try:
-    return _measure_records(configs, head, seq_length, threads, cache_dir,
-                             settings, log, device)
+    measured = _measure_records(configs, head, seq_length, threads,
+                                cache_dir, settings, log, devices)
   finally:
     prune_cache(cache_dir)
+  return tuple(measured) if also else measured[0]
+
+
+def _cached(record, unit):
+  """(cost, int8 MB) of a cached record, or None."""
+  try:
+    with open(record) as f:
+      cached = json.load(f)
+    found = (cached[unit], cached["int8_mb"])
+  except (OSError, ValueError, KeyError):
+    return None
+  with contextlib.suppress(OSError):  # used now: pruned last
+    os.utime(record)
+  return found
 
 
 def _measure_records(configs, head, seq_length, threads, cache_dir,
-                      settings, log, device):
-  """`measure` within its pruning: cached records, then the rest."""
-  measured, todo, configs_of = {}, {}, {}
+                      settings, log, devices):
+  """`measure` within its pruning: cached records, then the rest, each
+  shape converted once for every device that lacks it."""
+  measured = [{} for _ in devices]
+  todo = [{} for _ in devices]  # {file name: (record, config names)}
+  configs_of = {}
   for config in configs:
-    key = shape_key(config, head, seq_length, threads, device.key())
-    record = os.path.join(cache_dir, key + ".json")
-    try:
-      with open(record) as f:
-        cached = json.load(f)
-      measured[config.name] = (cached[device.unit], cached["int8_mb"])
-      with contextlib.suppress(OSError):  # used now: pruned last
-        os.utime(record)
-      continue
-    except (OSError, ValueError, KeyError):
-      pass
     # Named by shape alone: one conversion serves every thread count.
     name = _digest(_shape(config, head, seq_length)) + ".tflite"
-    configs_of.setdefault(name, config)
-    todo.setdefault(name, (record, []))[1].append(config.name)
-  if not todo:
+    for d, device in enumerate(devices):
+      key = shape_key(config, head, seq_length, threads, device.key())
+      record = os.path.join(cache_dir, key + ".json")
+      cached = _cached(record, device.unit)
+      if cached:
+        measured[d][config.name] = cached
+        continue
+      configs_of.setdefault(name, config)
+      todo[d].setdefault(name, (record, []))[1].append(config.name)
+  if not configs_of:
     return measured
   from tfmodels.staging import write_file
   os.makedirs(cache_dir, exist_ok=True)
@@ -493,25 +509,28 @@ def _measure_records(configs, head, seq_length, threads, cache_dir,
   try:
     _convert_all({os.path.join(scratch, n): c for n, c in configs_of.items()},
                  head, seq_length, log)
-    files = [os.path.join(scratch, n) for n in sorted(todo)]
-    if device.target == "arm64":
-      costs = _count_on_arm64(files, threads, device.arm64_root, log)
-    else:
-      costs = _time_files(files, threads, settings, device, scratch, log)
-    for name, (record, names) in sorted(todo.items()):
-      cost, why = costs.get(name, (None, None))
-      if not cost:
-        raise BudgetError(f"{names[0]}: its int8 file did not run on "
-                          f"{device.describe()}: {why or 'no time'}"
-                          .splitlines()[0])
-      facts = {device.unit: cost,
-               "int8_mb": os.path.getsize(os.path.join(scratch, name)) / 1e6,
-               # The name it was timed under (the file is not kept).
-               "config": names[0], "int8_file": name,
-               "target": device.key()}
-      write_file(record, json.dumps(facts, indent=1))
-      for config_name in names:
-        measured[config_name] = (cost, facts["int8_mb"])
+    for d, device in enumerate(devices):
+      if not todo[d]:
+        continue
+      files = [os.path.join(scratch, n) for n in sorted(todo[d])]
+      if device.target == "arm64":
+        costs = _count_on_arm64(files, threads, device.arm64_root, log)
+      else:
+        costs = _time_files(files, threads, settings, device, scratch, log)
+      for name, (record, names) in sorted(todo[d].items()):
+        cost, why = costs.get(name, (None, None))
+        if not cost:
+          raise BudgetError(f"{names[0]}: its int8 file did not run on "
+                            f"{device.describe()}: {why or 'no time'}"
+                            .splitlines()[0])
+        facts = {device.unit: cost,
+                 "int8_mb": os.path.getsize(os.path.join(scratch, name)) / 1e6,
+                 # The name it was timed under (the file is not kept).
+                 "config": names[0], "int8_file": name,
+                 "target": device.key()}
+        write_file(record, json.dumps(facts, indent=1))
+        for config_name in names:
+          measured[d][config_name] = (cost, facts["int8_mb"])
   finally:
     shutil.rmtree(scratch, ignore_errors=True)
   return measured
@@ -721,11 +740,12 @@ def search(options):
   cache_dir = options.work_dir or private_directory("split_search")
   log = lambda line: print(line, flush=True)  # noqa: E731
   arm64 = device if device.target == "arm64" else None
+  # --target arm64: timed on the host and counted on arm64, one file each.
   measured = measure(files, head, seq_length, options.threads, cache_dir,
                      {"num_runs": options.num_runs, "warmup_runs": 1},
-                     log=log, device=Device() if arm64 else device)
-  counted = arm64 and measure(files, head, seq_length, options.threads,
-                              cache_dir, log=log, device=arm64)
+                     log=log, device=Device() if arm64 else device,
+                     also=arm64)
+  measured, counted = measured if arm64 else (measured, None)
   rows = [Row(c, count(configs[c], 1)["params_encoder"],
               measured[configs[c].name][1], measured[configs[c].name][0],
               retained(statistics, singular, c),
