@@ -106,8 +106,13 @@ def convert_model(model, head, seq_length, modes, representative=None, *,
           saved_model, mode,
           representative if quantize.calibrated(label) else None,
           strict_int8, allow_select_tf_ops, recipe)
-      data = tflite_file.rewrite(
-          data, tensor_names=tflite_file.signature_tensor_names(data),
-          default_length=seq_length if dynamic_length else None)
-      files[label] = (data, facts)
+      files[label] = (finish(data, seq_length, dynamic_length), facts)
   return Converted(files, folding)
+
+
+def finish(data, seq_length, dynamic_length=True):
+  """A converted file as it ships: tensors named as its signature names
+  them, a dynamic one's default shape [1, seq_length]."""
+  return tflite_file.rewrite(
+      data, tensor_names=tflite_file.signature_tensor_names(data),
+      default_length=seq_length if dynamic_length else None)

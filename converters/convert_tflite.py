@@ -107,6 +107,9 @@ class ConvertOptions:
   max_metric_drop: float | None = option(
       None, "Fail when a mode's metric is more than this many points below "
       "Keras'.")
+  max_int8_loss: float = option(
+      1.0, "--modes selective: keep matmuls in float until the file's dev "
+      "metric is within this many points of the Keras model's.")
   max_float_diff: float = option(1e-3, "Fail when float32's max |TFLite - "
                                  "Keras| output difference exceeds this.")
   num_compare: int = option(32, "Real examples on which outputs are "
@@ -157,7 +160,8 @@ class UsageError(ValueError):
 def _modes(requested):
   """--modes (`requested`) as the list of modes to convert."""
   names = quantize.mode_names()
-  modes = list(names) if list(requested) == ["all"] else list(requested)
+  modes = ([m.name for m in quantize.MODES if not m.searched]
+           if list(requested) == ["all"] else list(requested))
   unknown = [m for m in modes if m not in names]
   if unknown or not modes:
     raise UsageError(f"--modes {','.join(requested)}: unknown mode(s) "
@@ -254,6 +258,13 @@ def plan(options, out):
     raise UsageError("--data_dir needs --task (no task.json says it)")
   if options.max_metric_drop is not None and not options.data_dir:
     raise UsageError("--max_metric_drop needs --data_dir to measure on")
+  if "selective" in modes and not options.data_dir:
+    raise UsageError("--modes selective needs --data_dir: it keeps nodes "
+                     "in float until the dev metric is within "
+                     "--max_int8_loss")
+  if options.max_int8_loss < 0:
+    raise UsageError(f"--max_int8_loss {options.max_int8_loss:g}: give "
+                     "points, 0 or more")
   integer_modes = [m for m in modes if quantize.calibrated(m)]
   if integer_modes and not (options.representative_data or options.data_dir):
     raise UsageError(f"--modes {','.join(integer_modes)} need calibration "
@@ -500,7 +511,7 @@ def convert_modes(options, p, ref):
                   int8_recipe=options.int8_recipe,
                   dynamic_length=options.dynamic_length, log=_progress)
   from_qat = p.qat_modes if ref.qat else []
-  files = {}
+  files, searched = {}, {}
   if len(from_qat) < len(p.modes):
     result = conversion.convert_model(
         ref.source.model, ref.source.head, p.seq_length,
@@ -508,6 +519,10 @@ def convert_modes(options, p, ref):
         config=ref.source.config, fold_nonorm=options.fold_nonorm, **settings)
     ref.nonorm_folding = result.nonorm_folding
     files.update(result.files)
+    if "selective" in files:
+      chosen = _selective(options, p, ref, *files["selective"])
+      files["selective"], searched["selective"] = (chosen.data, {}), \
+          chosen.facts
   if from_qat:  # already folded: qat_reference
     _progress("converting the QAT model with its learned ranges")
     files.update(conversion.convert_model(
@@ -530,10 +545,34 @@ def convert_modes(options, p, ref):
         data, ref.outputs, ref.inputs, ref.task, options.eval_split,
         options.num_threads, ref.shorter)
     result_of_mode.update(file=p.files[mode][0], contract=facts)
+    if mode in searched:
+      result_of_mode["selective"] = searched[mode]
     if mode in gpu_delegate.FLOAT_MODES:
       result_of_mode["gpu_delegate"] = gpu_delegate.gpu_delegate_report(data)
     converted[mode] = (data, result_of_mode)
   return converted
+
+
+def _selective(options, p, ref, full, facts):
+  """The selective mode's file: the fewest matmuls of the full int8 file
+  (`full`, converted with its calibrated model in `facts`) left in float
+  to keep the dev metric within --max_int8_loss of the Keras model's."""
+  from converters import conversion, runtime, selective_int8, validate
+
+  def score(data):
+    model = runtime.LiteRTModel(data, options.num_threads)
+    return validate.headline(ref.task.evaluate(
+        validate.TaskModel(model), options.eval_split))[1]
+
+  calibrated = facts.pop("calibrated")
+  _progress(f"[selective] ranking the int8 nodes; keeping the fewest in "
+            f"float within {options.max_int8_loss:g} points")
+  return selective_int8.search(
+      calibrated, full,
+      selective_int8.calibration_feeds(calibrated, ref.calibration), score,
+      validate.headline(ref.metrics)[1], options.max_int8_loss,
+      lambda data: conversion.finish(data, p.seq_length,
+                                     options.dynamic_length), _progress)
 
 
 def write_outputs(options, p, ref, converted, out):

@@ -222,10 +222,11 @@ def convert(converter, max_rounds=5):
   return from_calibrated(calibrate(converter), max_rounds)
 
 
-def from_calibrated(calibrated, max_rounds=5):
-  """`convert` from an already calibrated model."""
+def from_calibrated(calibrated, max_rounds=5, keep_float=()):
+  """`convert` from an already calibrated model; the nodes named (by
+  their output tensor) in `keep_float` stay float with their islands."""
   calibrated, changed, names = symmetric_matmul_operands(calibrated)
-  denied = set()
+  denied = grow_islands(calibrated, set(keep_float)) if keep_float else set()
   for rounds in range(1, max_rounds + 1):
     data = quantize_calibrated(calibrated, denied)
     refused = refused_int8_nodes(data)

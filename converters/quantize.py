@@ -46,6 +46,8 @@ class QuantizationMode:
       default); () when none applies.
     qat: bool, --qat_steps trains for it: it is converted from the
       fake-quantized model with the learned ranges.
+    searched: bool, its file is chosen by scoring candidates on the task's
+      dev split (convert_tflite needs --data_dir); not part of `all`.
     timed: bool, latency comparisons time it.
   Example: QuantizationMode(name="float16", optimize=True,
     supported_types=("float16",))
@@ -59,6 +61,7 @@ class QuantizationMode:
   int8_recipes: tuple = ()
   qat: bool = False
   timed: bool = False
+  searched: bool = False
 
 
 _INT16X8_OPS = "EXPERIMENTAL_TFLITE_BUILTINS_ACTIVATIONS_INT16_WEIGHTS_INT8"
@@ -84,6 +87,11 @@ MODES = (
     QuantizationMode(name="int16x8", optimize=True, calibrated=True,
                      ops=(_INT16X8_OPS, "TFLITE_BUILTINS"),
                      strict_ops=(_INT16X8_OPS,)),
+    # int8 (the xnnpack recipe) with the fewest matmuls left in float that
+    # keep the dev metric within convert_tflite's --max_int8_loss of the
+    # float model's (converters/selective_int8.py).
+    QuantizationMode(name="selective", optimize=True, calibrated=True,
+                     searched=True),
 )
 
 
@@ -203,6 +211,14 @@ def convert_with_facts(saved_model_dir, mode, representative=None,
   try:
     converter = make_converter(saved_model_dir, mode, representative,
                                strict_int8, allow_select_tf_ops)
+    if get_mode(mode).searched:
+      if strict_int8 or allow_select_tf_ops:
+        raise ValueError("selective keeps nodes in float: it takes neither "
+                         "--strict_int8 nor --allow_select_tf_ops")
+      from converters import fast_int8
+      calibrated = fast_int8.calibrate(converter)
+      data, facts = fast_int8.from_calibrated(calibrated)
+      return data, dict(facts, calibrated=calibrated)
     if (int8_recipe == "xnnpack" and int8_recipe in get_mode(
         mode).int8_recipes and not strict_int8 and not allow_select_tf_ops):
       from converters import fast_int8

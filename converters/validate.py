@@ -233,6 +233,31 @@ def _substitution_lines(facts):
   return lines
 
 
+def _selective_lines(facts):
+  """What the selective search kept in float, and why."""
+  if not facts:
+    return []
+  kept = facts["kept_float"]
+  if not facts["ranked"]:
+    return [f"- selective: full int8 is within the bound: dev metric "
+            f"{facts['metric']:.2f} against the float model's "
+            f"{facts['float_metric']:.2f} (within "
+            f"{facts['max_int8_loss']:g}); no node kept in float"]
+  lines = [f"- selective: {len(kept)} of {facts['ranked']} ranked "
+           f"int8 nodes kept in float, dev metric {facts['metric']:.2f} "
+           f"against the float model's {facts['float_metric']:.2f} (bound: "
+           f"within {facts['max_int8_loss']:g}; "
+           + ("met" if facts["met"] else "NOT met even with every ranked "
+              "node in float") + ")",
+           "- tried (nodes in float: metric, MB): " + ", ".join(
+               f"{t['float_nodes']}: {t['metric']:.2f}, {t['size_mb']:.2f}"
+               for t in facts["tried"])]
+  lines += [f"  - {k['op']} `{k['tensor'].split(';')[0]}`: its int8 output "
+            f"{k['relative_error']:.1%} off the float model's"
+            for k in kept]
+  return lines
+
+
 def _gpu_lines(gpu):
   """A float mode's GPU-delegate bullet: the ops the delegate's rules leave
   to the CPU (converters/gpu_delegate.py), and how much of the graph its
@@ -314,6 +339,7 @@ def markdown(report):
     if r.get("metrics"):
       lines.append("- metrics: " + ", ".join(
           f"{k} {v:.4g}" for k, v in r["metrics"].items()))
+    lines += _selective_lines(r.get("selective"))
   lines += _substitution_lines(report.get("substitution"))
   lines += ["", "## Verdict", ""]
   lines += ([f"- FAILED: {f}" for f in report["failures"]]
