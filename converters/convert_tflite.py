@@ -513,16 +513,23 @@ def convert_modes(options, p, ref):
   from_qat = p.qat_modes if ref.qat else []
   files, searched = {}, {}
   if len(from_qat) < len(p.modes):
+    labels = [m for m in p.modes if m not in from_qat]
+    # selective measures dynamic-range int8 as a candidate too.
+    extra = ["dynamic"] if "selective" in labels and "dynamic" not in \
+        labels else []
     result = conversion.convert_model(
-        ref.source.model, ref.source.head, p.seq_length,
-        [m for m in p.modes if m not in from_qat], dataset,
-        config=ref.source.config, fold_nonorm=options.fold_nonorm, **settings)
+        ref.source.model, ref.source.head, p.seq_length, labels + extra,
+        dataset, config=ref.source.config, fold_nonorm=options.fold_nonorm,
+        **settings)
     ref.nonorm_folding = result.nonorm_folding
     files.update(result.files)
     if "selective" in files:
-      chosen = _selective(options, p, ref, *files["selective"])
+      chosen = _selective(options, p, ref, *files["selective"],
+                          files["dynamic"][0])
       files["selective"], searched["selective"] = (chosen.data, {}), \
           chosen.facts
+    for label in extra:
+      del files[label]
   if from_qat:  # already folded: qat_reference
     _progress("converting the QAT model with its learned ranges")
     files.update(conversion.convert_model(
@@ -553,10 +560,12 @@ def convert_modes(options, p, ref):
   return converted
 
 
-def _selective(options, p, ref, full, facts):
+def _selective(options, p, ref, full, facts, dynamic):
   """The selective mode's file: the fewest matmuls of the full int8 file
   (`full`, converted with its calibrated model in `facts`) left in float
-  to keep the dev metric within --max_int8_loss of the Keras model's."""
+  to keep the dev metric within --max_int8_loss of the Keras model's; or
+  the dynamic-range file where it meets the bound too and runs faster on
+  this host."""
   from converters import conversion, runtime, selective_int8, validate
 
   def score(data):
@@ -567,12 +576,31 @@ def _selective(options, p, ref, full, facts):
   calibrated = facts.pop("calibrated")
   _progress(f"[selective] ranking the int8 nodes; keeping the fewest in "
             f"float within {options.max_int8_loss:g} points")
-  return selective_int8.search(
+  float_metric = validate.headline(ref.metrics)[1]
+  chosen = selective_int8.search(
       calibrated, full,
       selective_int8.calibration_feeds(calibrated, ref.calibration), score,
-      validate.headline(ref.metrics)[1], options.max_int8_loss,
+      float_metric, options.max_int8_loss,
       lambda data: conversion.finish(data, p.seq_length,
                                      options.dynamic_length), _progress)
+  example = {k: v[:1] for k, v in ref.inputs.items()}
+  candidates = {"full int8": (full, chosen.facts["tried"][0]["metric"]),
+                "selective": (chosen.data, chosen.facts["metric"]),
+                "dynamic": (dynamic, score(dynamic))}
+  chosen.facts["candidates"] = {
+      name: {"metric": metric, "size_mb": round(len(data) / 1e6, 4),
+             "host_ms": round(runtime.LiteRTModel(
+                 data, options.num_threads).median_ms(example), 3),
+             "within_bound": float_metric - metric <= options.max_int8_loss}
+      for name, (data, metric) in candidates.items()}
+  meeting = [n for n in ("selective", "dynamic")
+             if chosen.facts["candidates"][n]["within_bound"]]
+  kept = min(meeting or ["selective"],
+             key=lambda n: chosen.facts["candidates"][n]["host_ms"])
+  chosen.facts["kept"] = kept
+  if kept == "dynamic":
+    chosen.data = dynamic
+  return chosen
 
 
 def write_outputs(options, p, ref, converted, out):

@@ -90,6 +90,19 @@ class LiteRTModel:
     """One [1, L] example by contract name -> {output name: array}."""
     return self.runner(**inputs)
 
+  def median_ms(self, inputs, runs=10):
+    """Median ms of one [1, L] example after a warm-up run: a quick host
+    time, for choosing between files of one model in one process (the
+    latency harness, android_bench, is what reports a latency)."""
+    import time
+    self.run(**inputs)
+    times = []
+    for _ in range(runs):
+      began = time.perf_counter()
+      self.run(**inputs)
+      times.append(time.perf_counter() - began)
+    return 1000.0 * float(np.median(times))
+
   def xnnpack_coverage(self):
     """`xnnpack_coverage` of this model, read from its own interpreter
     (a second one would hold another copy of the weights)."""

@@ -238,12 +238,22 @@ def _selective_lines(facts):
   if not facts:
     return []
   kept = facts["kept_float"]
+  lines = [f"- selective candidates on this host ({len(facts['candidates'])}"
+           "; the fastest within the bound is kept): " + "; ".join(
+               f"{name} {c['metric']:.2f}, {c['size_mb']:.2f} MB, "
+               f"{c['host_ms']:.2f} ms" + ("" if c["within_bound"]
+                                           else " (outside the bound)")
+               for name, c in facts["candidates"].items())
+           + f". Kept: {facts['kept']}."] if facts.get("candidates") else []
+  if facts.get("kept") == "dynamic":
+    return lines + ["- the file is dynamic-range int8 (int8 weights, float "
+                    "activations): it meets the bound and runs faster here"]
   if not facts["ranked"]:
-    return [f"- selective: full int8 is within the bound: dev metric "
+    return lines + [f"- selective: full int8 is within the bound: dev metric "
             f"{facts['metric']:.2f} against the float model's "
             f"{facts['float_metric']:.2f} (within "
             f"{facts['max_int8_loss']:g}); no node kept in float"]
-  lines = [f"- selective: {len(kept)} of {facts['ranked']} ranked "
+  lines += [f"- selective: {len(kept)} of {facts['ranked']} ranked "
            f"int8 nodes kept in float, dev metric {facts['metric']:.2f} "
            f"against the float model's {facts['float_metric']:.2f} (bound: "
            f"within {facts['max_int8_loss']:g}; "
