@@ -91,17 +91,7 @@ class LiteRTModel:
     return self.runner(**inputs)
 
   def median_ms(self, inputs, runs=10):
-    """Median ms of one [1, L] example after a warm-up run: a quick host
-    time, for choosing between files of one model in one process (the
-    latency harness, android_bench, is what reports a latency)."""
-    import time
-    self.run(**inputs)
-    times = []
-    for _ in range(runs):
-      began = time.perf_counter()
-      self.run(**inputs)
-      times.append(time.perf_counter() - began)
-    return 1000.0 * float(np.median(times))
+    return median_ms(self.run, inputs, runs)
 
   def xnnpack_coverage(self):
     """`xnnpack_coverage` of this model, read from its own interpreter
@@ -109,11 +99,31 @@ class LiteRTModel:
     return interpreter_coverage(self.interpreter)
 
   def run_batch(self, inputs):
-    """{name: [N, L]} -> {output name: [N, ...]}, one row at a time."""
-    n = len(next(iter(inputs.values())))
-    rows = [self.run(**{k: np.asarray(v[i:i + 1], np.int32)
-                        for k, v in inputs.items()}) for i in range(n)]
-    return {k: np.concatenate([r[k] for r in rows]) for k in rows[0]}
+    return run_rows(self.run, inputs)
+
+
+def run_rows(run, inputs):
+  """{name: [N, L]} -> {output name: [N, ...]} through `run(**row)`, one
+  [1, L] row at a time (how an app runs a model)."""
+  n = len(next(iter(inputs.values())))
+  rows = [run(**{k: np.asarray(v[i:i + 1], np.int32)
+                 for k, v in inputs.items()}) for i in range(n)]
+  return {k: np.concatenate([r[k] for r in rows]) for k in rows[0]}
+
+
+def median_ms(run, inputs, runs=10):
+  """Median ms of `run(**inputs)` (one [1, L] example) after a warm-up
+  run: a quick host time, for choosing between files of one model in one
+  process (the latency harness, android_bench, is what reports a
+  latency)."""
+  import time
+  run(**inputs)
+  times = []
+  for _ in range(runs):
+    began = time.perf_counter()
+    run(**inputs)
+    times.append(time.perf_counter() - began)
+  return 1000.0 * float(np.median(times))
 
 
 def xnnpack_coverage(data, num_threads=2):

@@ -100,20 +100,12 @@ class OnnxModel:
     return dict(zip(self.outputs, values))
 
   def run_batch(self, inputs):
-    n = len(next(iter(inputs.values())))
-    rows = [self.run(**{k: v[i:i + 1] for k, v in inputs.items()})
-            for i in range(n)]
-    return {k: np.concatenate([r[k] for r in rows]) for k in rows[0]}
+    from converters.runtime import run_rows
+    return run_rows(self.run, inputs)
 
   def median_ms(self, inputs, runs=10):
-    import time
-    self.run(**inputs)
-    times = []
-    for _ in range(runs):
-      began = time.perf_counter()
-      self.run(**inputs)
-      times.append(time.perf_counter() - began)
-    return 1000.0 * float(np.median(times))
+    from converters.runtime import median_ms
+    return median_ms(self.run, inputs, runs)
 
 
 def _example(vocab_size, length, seed=0):
