@@ -28,6 +28,15 @@ _NOT_RANKED = ("QUANTIZE", "DEQUANTIZE", "DELEGATE", "RESHAPE", "TRANSPOSE",
                "STRIDED_SLICE", "CONCATENATION", "PAD", "GATHER", "CAST")
 
 
+def _contract_name(tensor_name):
+  """The contract input (ids, mask, segment_ids) a model input tensor is,
+  by its name: the calibrated model's `serving_default_ids:0` or a
+  finished file's `ids`."""
+  from converters.contract import INPUT_FEATURES
+  return next(c for c in sorted(INPUT_FEATURES, key=len, reverse=True)
+              if c in tensor_name)
+
+
 def _tensor_values(data, feeds, num_threads=2):
   """[{tensor name: float values}] per feed: every float tensor, and every
   per-tensor-quantized int8 one dequantized; with the interpreter's node
@@ -39,11 +48,12 @@ def _tensor_values(data, feeds, num_threads=2):
   values = []
   for feed in feeds:
     for detail in inputs:
-      interpreter.resize_tensor_input(detail["index"],
-                                      feed[detail["name"]].shape)
+      interpreter.resize_tensor_input(
+          detail["index"], feed[_contract_name(detail["name"])].shape)
     interpreter.allocate_tensors()
     for detail in inputs:
-      interpreter.set_tensor(detail["index"], feed[detail["name"]])
+      interpreter.set_tensor(detail["index"],
+                             feed[_contract_name(detail["name"])])
     interpreter.invoke()
     found = {}
     for tensor in interpreter.get_tensor_details():
@@ -70,7 +80,7 @@ def rank_nodes(calibrated, quantized, feeds):
   """[(output tensor name, op name, relative error)] of the int8 nodes of
   `quantized` that the calibrated float model also computes, worst first:
   ||int8 - float|| / ||float|| of the node's output over `feeds`
-  ({input name: [1, L] array} each, the calibrated model's input names)."""
+  ({contract input name: [1, L] array} each)."""
   floats, _, _ = _tensor_values(calibrated, feeds)
   ints, ops, tensors = _tensor_values(quantized, feeds)
   ranked = []
@@ -166,24 +176,22 @@ def search(calibrated, full, feeds, score, float_metric, max_loss, finish,
 
 
 def calibration_feeds(calibrated, features, count=4, step=32):
-  """Up to `count` windows of our feature dict as feeds of `calibrated`'s
-  inputs: a dynamic-length model's cut to their tokens (rounded up to
-  `step`), a fixed one's whole."""
+  """Up to `count` windows of our feature dict as feeds ({contract input
+  name: [1, L]}) of `calibrated`: a dynamic-length model's cut to their
+  tokens (rounded up to `step`), a fixed one's whole."""
   from ai_edge_litert.interpreter import Interpreter
   from converters.contract import INPUT_FEATURES
-  details = Interpreter(model_content=calibrated).get_input_details()
+  first = Interpreter(model_content=calibrated).get_input_details()[0]
+  dynamic = first["shape_signature"][-1] == -1
   feeds = []
   for row in range(min(count, len(features["input_ids"]))):
     tokens = int(np.sum(features["input_mask"][row]))
     feed = {}
-    for detail in details:
-      contract = next(c for c in sorted(INPUT_FEATURES, key=len, reverse=True)
-                      if c in detail["name"])
-      values = np.asarray(features[INPUT_FEATURES[contract]][row:row + 1],
-                          np.int32)
-      if detail["shape_signature"][-1] == -1:
+    for contract, ours in INPUT_FEATURES.items():
+      values = np.asarray(features[ours][row:row + 1], np.int32)
+      if dynamic:
         values = values[:, :min(values.shape[1],
                                 max(step, -(-tokens // step) * step))]
-      feed[detail["name"]] = values
+      feed[contract] = values
     feeds.append(feed)
   return feeds

@@ -151,10 +151,12 @@ def test_ranking_compares_each_int8_node_with_the_float_model(
   converter = quantize.make_converter(
       str(saved), "int8", representative.calibration_dataset(features, 8))
   calibrated = fast_int8.calibrate(converter)
-  full, _ = fast_int8.from_calibrated(calibrated)
+  # The file as it ships (its inputs renamed ids, mask, segment_ids).
+  full = conversion.finish(fast_int8.from_calibrated(calibrated)[0], 32)
   feeds = selective_int8.calibration_feeds(calibrated, features, count=2)
   assert len(feeds) == 2 and all(v.shape == (1, 32) for f in feeds
                                  for v in f.values())
+  assert set(feeds[0]) == {"ids", "mask", "segment_ids"}
   ranked = selective_int8.rank_nodes(calibrated, full, feeds)
   assert ranked and all(e >= 0 for _, _, e in ranked)
   assert [e for _, _, e in ranked] == sorted(
@@ -165,7 +167,6 @@ def test_ranking_compares_each_int8_node_with_the_float_model(
   kept, _ = fast_int8.from_calibrated(calibrated, keep_float=worst)
   from converters import tflite_file
   assert tflite_file.float_op_histogram(kept).get("FULLY_CONNECTED") == 1
-  assert conversion.finish(kept, 32)  # still a file the converter ships
 
 
 def test_selective_without_dev_data_is_refused_in_one_line(
