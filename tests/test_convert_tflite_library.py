@@ -297,7 +297,8 @@ def test_command_on_a_contract_named_saved_model_with_flex_ops(
 
 def test_one_list_of_modes_serves_every_command():
   names = quantize.mode_names()
-  assert names == ("float32", "float16", "dynamic", "int8", "int16x8")
+  assert names == ("float32", "float16", "dynamic", "int8", "int16x8",
+                   "selective")
   assert quantize.mode_labels() == names + ("int8_standard",)
   assert quantize.parse_mode_label("int8") == ("int8", "xnnpack")
   assert quantize.parse_mode_label("int8_standard") == ("int8", "standard")
@@ -305,7 +306,10 @@ def test_one_list_of_modes_serves_every_command():
   for bad in ("int4", "float32_standard", "int8_fast"):
     with pytest.raises(ValueError, match="unknown mode"):
       quantize.parse_mode_label(bad)
-  assert [m for m in names if quantize.calibrated(m)] == ["int8", "int16x8"]
+  assert [m for m in names if quantize.calibrated(m)] == [
+      "int8", "int16x8", "selective"]
+  # `all` is every mode but the one chosen by a search on dev data.
+  assert [m.name for m in quantize.MODES if m.searched] == ["selective"]
   assert all(set(m.int8_recipes) <= set(quantize.INT8_RECIPES)
              for m in quantize.MODES)
   from experiments.demo.steps import DEMO_MODES
@@ -386,7 +390,7 @@ def test_a_new_calibrated_mode_is_one_registry_entry(
       {"calibrated": ["int8_npu"], "qat": []},
       {"calibrated": ["int8", "int16x8", "int8_npu"], "qat": []},
       {"error": "--qat_steps trains for int8: --modes must include int8 "
-                "and not int16x8 or int8_npu"},
+                "and not int16x8 or selective or int8_npu"},
       {"calibrated": ["int8", "int8_npu"], "qat": ["int8", "int8_npu"]}]
 
   monkeypatch.setattr(quantize, "MODES", quantize.MODES + (NPU_INT8,))
