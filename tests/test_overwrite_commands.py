@@ -72,6 +72,9 @@ def _input(tmp, name="input.txt"):
 
 
 CASES = {
+    "experiments.bench.onnx_compare": (
+        lambda u, t: ["--model_dir", t, "--data_dir", t, "--output_dir", u],
+        "--output_dir {u}: was not written by onnx_compare"),
     "tfmodels.training.compress": (
         lambda u, t: ["--teacher_dir", t, "--data_dir", t, "--model_dir", u],
         "--model_dir {u}: was not written by compress"),
