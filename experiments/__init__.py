@@ -5,7 +5,8 @@ project's commands (common/pipeline.py):
             (`python -m experiments.ship`), its split search, steps, report
   demo/     `make demo`: ship on the real MiniLM teacher, once per task
   apps/     a shipped file checked as an app asks it (QA, classifier, arm64)
-  bench/    MobileBERT's Table 7 latency benchmark (`make benchmark`)
+  bench/    MobileBERT's Table 7 latency benchmark (`make benchmark`), TFLite
+            beside ONNX Runtime (onnx_compare)
   papers/   the paper experiments and their committed results (results/)
   common/   what they share: steps, the experiment skeleton, paths, readers
 
