@@ -26,6 +26,7 @@ import statistics
 
 from android_bench import thermal
 from android_bench.plotting import pyplot, save_figure
+from tfmodels.markdown import table
 
 _KEY = ("model", "runner", "delegate", "threads", "length")
 
@@ -111,8 +112,7 @@ def markdown_table(runs):
           ["length"] if lengths else []) + ["latency ms",
       "p5..p95 ms", "mean ms", "std ms", "min ms", "max ms", "runs",
       "init ms", "peak MB", "delegated nodes", "throttled", "status"]
-  lines = ["| " + " | ".join(header) + " |",
-           "| " + " | ".join("---" for _ in header) + " |"]
+  rows = []
   mean_note, throttled, judged = False, 0, 0
   for run in runs:
     for row in summarize(run):
@@ -134,7 +134,7 @@ def markdown_table(runs):
           _fmt(row.get("runs")), _fmt(row.get("init_ms")),
           _fmt(row.get("peak_mb")), row.get("coverage") or "-",
           _throttled(row), _status(row)]
-      lines.append("| " + " | ".join(cells) + " |")
+      rows.append(cells)
   notes = ["\\* mean: this benchmark_model build prints no median."] \
       if mean_note else []
   if throttled:
@@ -142,7 +142,7 @@ def markdown_table(runs):
                  f"(thermal status or hottest zone over the limit, JSON "
                  f"`hot_before` / `hot_after`): their latency may be the "
                  f"device's heat, not the model.")
-  return "\n".join(lines + notes) + "\n"
+  return "\n".join(table(header, rows) + notes) + "\n"
 
 
 def _throttled(row):
@@ -162,10 +162,7 @@ def compare(old, new):
   header = ["model", "runner", "delegate", "threads"] + (
       ["length"] if lengths else []) + ["A latency ms", "B latency ms",
                                         "B / A"]
-  lines = [f"A = {run_label(old)}", f"B = {run_label(new)}", "",
-           "| " + " | ".join(header) + " |",
-           "| " + " | ".join("---" for _ in header) + " |"]
-  pairs, hot = [], False
+  rows, pairs, hot = [], [], False
   for key in keys:
     old_row, new_row = old_rows.get(key) or {}, new_rows.get(key) or {}
     a, b = old_row.get("latency_ms"), new_row.get("latency_ms")
@@ -174,11 +171,11 @@ def compare(old, new):
                   "ratio": ratio})
     marks = ["!" if r.get("throttled") else "" for r in (old_row, new_row)]
     hot = hot or any(marks)
-    lines.append("| " + " | ".join(
-        [key[0], key[1], key[2], str(key[3])]
-        + ([_fmt(key[4])] if lengths else []) + [_fmt(a) + marks[0],
-         _fmt(b) + marks[1], "-" if ratio is None else f"{ratio:.3f}"])
-                 + " |")
+    rows.append([*key[:4], *([_fmt(key[4])] if lengths else []),
+                 _fmt(a) + marks[0], _fmt(b) + marks[1],
+                 "-" if ratio is None else f"{ratio:.3f}"])
+  lines = [f"A = {run_label(old)}", f"B = {run_label(new)}", "",
+           *table(header, rows)]
   if hot:
     lines.append("! some of the row's cells ran hot or throttled.")
   return "\n".join(lines) + "\n", pairs

@@ -33,6 +33,7 @@ import sys
 
 import numpy as np
 
+from tfmodels import markdown
 from tfmodels.command_options import (define_flags, from_flags, option,
                                       run_command)
 
@@ -204,15 +205,15 @@ def table(result):
   lines = [f"{result['tflite']} against {result['reference']} "
            f"({result['examples']} dev windows, L = "
            f"{result['max_seq_length']})", "",
-           "| layer | rel. error | max abs | clipped | float range | "
-           "int8 range |", "| --- | --- | --- | --- | --- | --- |"]
-  for r in result["layers"]:
-    span = r["int8_range"]
-    lines.append(
-        f"| {r['layer']} | {r['rel_error']:.4f} | {r['max_abs']:.3f} | "
-        f"{100 * r['clipped']:.2f}% | [{r['float_range'][0]:.1f}, "
-        f"{r['float_range'][1]:.1f}] | "
-        + (f"[{span[0]:.1f}, {span[1]:.1f}]" if span else "float") + " |")
+           *markdown.table(
+               ["layer", "rel. error", "max abs", "clipped", "float range",
+                "int8 range"],
+               ([r["layer"], f"{r['rel_error']:.4f}", f"{r['max_abs']:.3f}",
+                 f"{100 * r['clipped']:.2f}%",
+                 f"[{r['float_range'][0]:.1f}, {r['float_range'][1]:.1f}]",
+                 f"[{r['int8_range'][0]:.1f}, {r['int8_range'][1]:.1f}]"
+                 if r["int8_range"] else "float"]
+                for r in result["layers"]))]
   return "\n".join(lines)
 
 

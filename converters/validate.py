@@ -19,6 +19,7 @@ import tensorflow as tf
 
 from converters import runtime, tflite_file
 from converters.contract import INPUT_FEATURES, LENGTH_STEP
+from tfmodels.markdown import table
 
 
 def headline(metrics):
@@ -226,10 +227,11 @@ def _substitution_lines(facts):
                  f"{recovery['loss_after']:.4g}")
   points = facts.get("headline")
   if points:
-    lines += ["", "| stage | metric | change |", "| --- | --- | --- |"]
-    for stage, value in points.items():
-      lines.append(f"| {stage} (Keras) | {value:.2f} | "
-                   f"{value - points['original']:+.2f} |")
+    lines += ["", *table(
+        ["stage", "metric", "change"],
+        ([f"{stage} (Keras)", f"{value:.2f}",
+          f"{value - points['original']:+.2f}"]
+         for stage, value in points.items()))]
   return lines
 
 
@@ -311,15 +313,13 @@ def markdown(report):
   if keras:
     lines.append(f"- Keras {keras['metric']['name']}: "
                  f"{keras['metric']['points']:.2f}")
-  lines += ["", "| mode | size (MB) | metric | drop | max abs diff | "
-            "mean abs diff | ops still float | XNNPACK nodes |",
-            "| --- | --- | --- | --- | --- | --- | --- | --- |"]
+  rows = []
   for mode, r in report["modes"].items():
     metric = r.get("metric")
     diff = r.get("difference")
     cover = r.get("xnnpack")
     floats = sum(r["float_ops"].values())
-    lines.append("| " + " | ".join([
+    rows.append([
         mode, _mb(r["size_bytes"]),
         f"{metric['name']} {metric['points']:.2f}" if metric else "-",
         (f"{metric['drop']:+.2f}" + (
@@ -330,7 +330,10 @@ def markdown(report):
         f"{floats} / {sum(r['ops'].values())}",
         (f"{cover['delegated_nodes']} / {cover['total_nodes']} "
          f"({cover['partitions']} partitions)") if cover else
-        r.get("not_runnable", "-")]) + " |")
+        r.get("not_runnable", "-")])
+  lines += ["", *table(["mode", "size (MB)", "metric", "drop", "max abs diff",
+                        "mean abs diff", "ops still float", "XNNPACK nodes"],
+                       rows)]
   for mode, r in report["modes"].items():
     lines += ["", f"## {mode}", "", f"- ops: {_histogram(r['ops'])}",
               f"- still float: {_histogram(r['float_ops'])}"]

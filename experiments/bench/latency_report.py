@@ -7,6 +7,7 @@ No absl flags here, so tests and other tools can import it.
 import os
 
 from converters.quantize import get_mode, mode_labels, parse_mode_label
+from tfmodels.markdown import number, table
 
 VARIANTS = {"layernorm_gelu": ("layer_norm", "gelu"),
             "layernorm_relu": ("layer_norm", "relu"),
@@ -74,7 +75,7 @@ def checks(rows, host_cores=None):
 
 
 def _fmt(value, digits=2):
-  return "-" if value is None else f"{value:.{digits}f}"
+  return number(value, digits)
 
 
 def markdown(rows, command, notes=()):
@@ -82,26 +83,22 @@ def markdown(rows, command, notes=()):
   lines = ["# Latency benchmark (experiments/bench/latency_benchmark.py)", "",
            f"Command: `{command}`", ""]
   lines += list(notes)
-  lines += ["", "| model | variant | mode | threads | target | median ms | "
-            "p5..p95 ms | runs | size MB | XNNPACK nodes (partitions) |",
-            "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
-  for r in rows:
-    lines.append("| " + " | ".join([
-        r["model"], r["variant"], r["mode"], str(r["threads"]), r["target"],
-        _fmt(r["median_ms"]),
-        f"{_fmt(r['p5_ms'])}..{_fmt(r['p95_ms'])}", str(r["runs"] or "-"),
-        _fmt(r["size_mb"]),
-        f"{r['xnnpack_nodes']} ({r['xnnpack_partitions']})"]) + " |")
+  lines += ["", *table(
+      ["model", "variant", "mode", "threads", "target", "median ms",
+       "p5..p95 ms", "runs", "size MB", "XNNPACK nodes (partitions)"],
+      ([r["model"], r["variant"], r["mode"], r["threads"], r["target"],
+        _fmt(r["median_ms"]), f"{_fmt(r['p5_ms'])}..{_fmt(r['p95_ms'])}",
+        r["runs"] or "-", _fmt(r["size_mb"]),
+        f"{r['xnnpack_nodes']} ({r['xnnpack_partitions']})"] for r in rows))]
   table7 = [r for r in rows if r["model"] == "mobilebert"]
   if table7:
     lines += ["", "## Table 7 (MobileBERT): latency relative to LayerNorm + "
               "gelu", "",
-              "| mode | threads | target | " + " | ".join(VARIANTS) + " |",
-              "| --- | --- | --- | " + " | ".join("---" for _ in VARIANTS)
-              + " |",
-              "| paper (Pixel 4) | 4 | phone | " + " | ".join(
-                  f"{PAPER_TABLE7_MS[v]:.0f} ms ({PAPER_TABLE7_MS[v] / 192:.2f})"
-                  for v in VARIANTS) + " |"]
+              *table(["mode", "threads", "target", *VARIANTS],
+                     [["paper (Pixel 4)", 4, "phone", *(
+                         f"{PAPER_TABLE7_MS[v]:.0f} ms "
+                         f"({PAPER_TABLE7_MS[v] / 192:.2f})"
+                         for v in VARIANTS)]])]
     groups = sorted({(r["mode"], r["threads"], r["target"]) for r in table7})
     for mode, threads, target in groups:
       at = dict(model="mobilebert", mode=mode, threads=threads,

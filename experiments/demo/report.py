@@ -21,6 +21,7 @@ from tfmodels.command_options import define_flags, from_flags, option
 from tfmodels.staging import write_file
 from experiments.ship.figures import app_latency_text, arm64_lines
 from experiments.common.paths import REPO
+from tfmodels.markdown import number, table
 from experiments.demo.results import LABELS, TASKS, collect
 from experiments.demo.steps import (BUDGET, DEMO_MODES, MODELS, STUDENT,
                                     STUDENT_RECORD, size_key, task_step)
@@ -174,7 +175,7 @@ def plot_lengths(bench_runs, path):
 
 # --------------------------------------------------------------- Markdown
 def _fmt(value, digits=1, scale=1.0):
-  return "n/a" if value is None else f"{value * scale:.{digits}f}"
+  return number(value, digits, "n/a", scale)
 
 
 def _general(value):
@@ -183,10 +184,7 @@ def _general(value):
 
 
 def _table(header, rows):
-  lines = ["| " + " | ".join(header) + " |",
-           "| " + " | ".join("---" for _ in header) + " |"]
-  lines += ["| " + " | ".join(str(c) for c in row) + " |" for row in rows]
-  return "\n".join(lines) + "\n"
+  return "\n".join(table(header, rows)) + "\n"
 
 
 def _latency_ms(summary, model, mode):

@@ -63,6 +63,7 @@ from experiments.ship.student_recipe import (RECIPE, carve_command,
                                         student_steps)
 from tfmodels.command_options import define_flags, from_flags, option
 from tfmodels.data.squad import MAX_SEQ_LENGTH
+from tfmodels.markdown import table
 from tfmodels.sigterm import exit_on_sigterm
 
 RESULTS_NAME = "distill_from_minilm"
@@ -796,27 +797,23 @@ def markdown(results, scale, curves=()):
            f"{scale.qa_max_seq_length}); int8 QA models exported, scored and "
            "timed (host LiteRT) at "
            f"[1, {scale.qa_export_max_seq_length}].", "",
-           "| model | role | init | norm, activation | encoder params | "
-           "vocabulary (table params) | "
-           "QA F1 | QA EM | spam acc | QA F1 float at the int8 L | "
-           "QA F1 int8 | int8 MB | "
-           "int8 ms (1 thread) | int8 ms (2) | KD steps | cost |",
-           "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | "
-           "--- | --- | --- | --- | --- | --- |"]
-  for r in results["rows"]:
-    params = r["encoder_params"]
-    lines.append(
-        f"| {r['name']}: {r['method']} | {r['role']} | "
-        f"{r.get('init') or 'n/a'} | {_form(r)} | "
-        f"{fmt(params and params / 1e6, '{:.2f}M')} | "
-        f"{fmt(r.get('vocab_size'), '{:,}')} "
-        f"({fmt(r.get('table_params') and r['table_params'] / 1e6, '{:.2f}M')})"
-        f" | {fmt(r['qa_f1'])} | "
-        f"{fmt(r['qa_em'])} | {fmt(r['spam_acc'])} | "
-        f"{fmt(r.get('qa_f1_float_int8_length'))} | "
-        f"{fmt(r['qa_f1_int8'])} | {fmt(r['int8_size_mb'])} | "
-        f"{fmt(r['int8_ms'].get('1'))} | {fmt(r['int8_ms'].get('2'))} | "
-        f"{fmt(r.get('kd_steps'), '{}')} | {_cost_text(r)} |")
+           *table(["model", "role", "init", "norm, activation",
+                   "encoder params", "vocabulary (table params)", "QA F1",
+                   "QA EM", "spam acc", "QA F1 float at the int8 L",
+                   "QA F1 int8", "int8 MB", "int8 ms (1 thread)",
+                   "int8 ms (2)", "KD steps", "cost"],
+                  ([f"{r['name']}: {r['method']}", r["role"],
+                    r.get("init") or "n/a", _form(r),
+                    fmt(r["encoder_params"] and r["encoder_params"] / 1e6,
+                        "{:.2f}M"),
+                    f"{fmt(r.get('vocab_size'), '{:,}')} ("
+                    f"{fmt(r.get('table_params') and r['table_params'] / 1e6, '{:.2f}M')})",
+                    fmt(r["qa_f1"]), fmt(r["qa_em"]), fmt(r["spam_acc"]),
+                    fmt(r.get("qa_f1_float_int8_length")),
+                    fmt(r["qa_f1_int8"]), fmt(r["int8_size_mb"]),
+                    fmt(r["int8_ms"].get("1")), fmt(r["int8_ms"].get("2")),
+                    fmt(r.get("kd_steps"), "{}"), _cost_text(r)]
+                   for r in results["rows"]))]
   carried = [r for r in results["rows"] if r.get("measured_by")]
   if carried:
     lines += ["", "Rows carried over from an earlier run (not re-run by "

@@ -31,6 +31,7 @@ from experiments.common.pipeline import Step, python_module
 from experiments.common.real_teacher import MINILM, import_step
 from experiments.common.result_files import read_json
 from tfmodels.command_options import define_flags, from_flags, option
+from tfmodels.markdown import number, table
 from tfmodels.sigterm import exit_on_sigterm
 from tfmodels.staging import write_file
 
@@ -230,7 +231,7 @@ def collect(out, models):
 
 
 def markdown(rows, scale):
-  fmt = lambda v, scale=100: "n/a" if v is None else f"{v * scale:.1f}"
+  fmt = lambda v, scale=100: number(v, 1, "n/a", scale)
   lines = [
       f"Teacher {scale.teacher_steps} steps; each MobileBERT student "
       f"{scale.student_steps} steps; KroneckerBERT {scale.kronecker_steps} "
@@ -239,15 +240,12 @@ def markdown(rows, scale):
       f"{scale.finetune_lr:g} ({scale.pretrained_finetune_lr:g} for MiniLM "
       "and its KroneckerBERT).",
       "",
-      "| model | encoder params | held-out MLM acc | NSP acc | spam acc | "
-      "QA F1 | QA EM |",
-      "| --- | --- | --- | --- | --- | --- | --- |"]
-  for r in rows:
-    lines.append(
-        f"| {r['label']} | {r['params'] / 1e6:.2f}M | "
-        f"{fmt(r['mlm_accuracy'])} | {fmt(r['nsp_accuracy'])} | "
-        f"{fmt(r['spam_accuracy'])} | {fmt(r['qa_f1'], 1)} | "
-        f"{fmt(r['qa_exact_match'], 1)} |")
+      *table(["model", "encoder params", "held-out MLM acc", "NSP acc",
+              "spam acc", "QA F1", "QA EM"],
+             ([r["label"], f"{r['params'] / 1e6:.2f}M",
+               fmt(r["mlm_accuracy"]), fmt(r["nsp_accuracy"]),
+               fmt(r["spam_accuracy"]), fmt(r["qa_f1"], 1),
+               fmt(r["qa_exact_match"], 1)] for r in rows))]
   return "\n".join(lines) + "\n"
 
 

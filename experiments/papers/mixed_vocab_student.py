@@ -53,6 +53,7 @@ from experiments.common.real_teacher import MINILM, MINILM_LABEL, import_step
 from experiments.ship.student_recipe import (RECIPE, carve_command,
                                         student_steps)
 from tfmodels.command_options import define_flags, from_flags, option
+from tfmodels.markdown import number, table
 from tfmodels.sigterm import exit_on_sigterm
 from tfmodels.staging import write_file
 
@@ -353,7 +354,7 @@ def majority_accuracy(layout):
 
 def markdown(results):
   """The task scores per model and split, then how pre-training went."""
-  pct = lambda v: "n/a" if v is None else f"{100 * v:.1f}"
+  pct = lambda v: number(v, 1, "n/a", 100)
   s = results["scale"]
   lines = [f"`{results['command']}` on {results['host']}.", "",
            f"Stage I {s['stage_one_steps']} steps from {results['teacher']}, "
@@ -364,10 +365,8 @@ def markdown(results):
            "slots; intent = the tense of the first finite verb, "
            "`experiments.papers.tense_intent`). Student: "
            f"`{results['student_config']}` with the shipped student "
-           "vocabulary.", "",
-           "| model | encoder params (paper) | split | intent acc | slot F1 "
-           "| sentence exact match |",
-           "| --- | --- | --- | --- | --- | --- |"]
+           "vocabulary.", ""]
+  rows = []
   for r in results["rows"]:
     params = ("n/a" if r["encoder_params"] is None else
               f"{r['encoder_params'] / 1e6:.2f}M")
@@ -375,10 +374,11 @@ def markdown(results):
       params += f" ({r['paper_params'] / 1e6:.1f}M)"
     for split in SPLITS:
       m = r[split] or {}
-      lines.append(
-          f"| {r['name']}: {r['method']} | {params} | {split} | "
-          f"{pct(m.get('intent_accuracy'))} | {pct(m.get('slot_f1'))} | "
-          f"{pct(m.get('sentence_exact_match'))} |")
+      rows.append([f"{r['name']}: {r['method']}", params, split,
+                   pct(m.get("intent_accuracy")), pct(m.get("slot_f1")),
+                   pct(m.get("sentence_exact_match"))])
+  lines += table(["model", "encoder params (paper)", "split", "intent acc",
+                  "slot F1", "sentence exact match"], rows)
   majority = next((r["intent_majority_accuracy"] for r in results["rows"]
                    if r["intent_majority_accuracy"] is not None), None)
   if majority is not None:

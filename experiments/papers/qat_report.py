@@ -47,6 +47,7 @@ from experiments.common import skeleton
 from experiments.common.paths import REPO
 from tfmodels.command_options import define_flags, from_flags, option
 from tfmodels.flag_checks import nonfinite_float_flag
+from tfmodels.markdown import table
 from tfmodels.process_lifetime import run_owned
 from tfmodels.sigterm import exit_on_sigterm
 from tfmodels.staging import (check_output, check_writable, lock_until_exit,
@@ -302,18 +303,16 @@ def markdown(rows):
            "(`convert_tflite --qat_steps`), measured by `convert_tflite` "
            "on the same split; made by the row's command "
            "(`experiments/papers/qat_report.py`).", "",
-           "| model | task | recipe | metric | float | PTQ int8 | drop | "
-           "QAT int8 | drop | fake-quant Keras | QAT steps | QAT loss |",
-           "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | "
-           "--- | --- |"]
-  for r in rows:
-    lines.append(
-        f"| {r['model']} | {r['task']} ({r['eval_split']}) | {r['recipe']} "
-        f"| {r['metric']} | {r['float_metric']:.2f} | {r['ptq_metric']:.2f} "
-        f"| {-r['ptq_drop']:+.2f} | {r['qat_metric']:.2f} | "
-        f"{-r['qat_drop']:+.2f} | {r['fake_quant_keras_metric']:.2f} | "
-        f"{r['qat_steps']} | {r['qat_loss_before']:.4g} -> "
-        f"{r['qat_loss_after']:.4g} |")
+           *table(["model", "task", "recipe", "metric", "float", "PTQ int8",
+                   "drop", "QAT int8", "drop", "fake-quant Keras",
+                   "QAT steps", "QAT loss"],
+                  ([r["model"], f"{r['task']} ({r['eval_split']})",
+                    r["recipe"], r["metric"], f"{r['float_metric']:.2f}",
+                    f"{r['ptq_metric']:.2f}", f"{-r['ptq_drop']:+.2f}",
+                    f"{r['qat_metric']:.2f}", f"{-r['qat_drop']:+.2f}",
+                    f"{r['fake_quant_keras_metric']:.2f}", r["qat_steps"],
+                    f"{r['qat_loss_before']:.4g} -> "
+                    f"{r['qat_loss_after']:.4g}"] for r in rows))]
   lines += ["", "Commands:", ""]
   lines += [f"- `{r['command']}`" for r in rows]
   return "\n".join(lines) + "\n"

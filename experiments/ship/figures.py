@@ -2,9 +2,11 @@
 and the shipped files on arm64. Ship's report and the demo's both say
 them (no flags here, so both can import it)."""
 
+from tfmodels.markdown import number, table
+
 
 def _fmt(value, digits=1):
-  return "-" if value is None else f"{value:,.{digits}f}"
+  return number(value, digits, thousands=True)
 
 
 def app_latency_text(app_result):
@@ -37,19 +39,19 @@ def arm64_lines(result):
     return [f"Not run on arm64: {result['not_run']}.", ""]
   lines = [f"Emulated arm64 (qemu-user, `-cpu {result['cpu']}`: the "
            "phone's ARM kernels of XNNPACK, NEON and dot-product; emulated "
-           "time is no latency and is not reported as one):", "",
-           "| file | windows (lengths) | same answers | dev F1 host | "
-           "dev F1 arm64 | max logit diff | XNNPACK nodes |",
-           "| --- | --- | --- | --- | --- | --- | --- |"]
+           "time is no latency and is not reported as one):", ""]
+  rows = []
   for name, r in result["models"].items():
     dev, xnn = r.get("dev") or {}, (r.get("arm64") or {}).get("xnnpack") or {}
-    lines.append(
-        f"| {name} | {r['windows']} ({'/'.join(map(str, r['lengths']))}) | "
-        f"{r['same_answers']} of {r['questions']} | "
-        f"{_fmt((dev.get('host') or {}).get('f1'), 2)} | "
-        f"{_fmt((dev.get('arm64') or {}).get('f1'), 2)} | "
-        f"{r['max_abs_logit_diff']:.3g} | "
-        f"{xnn.get('replaced', '-')}/{xnn.get('nodes', '-')} |")
+    rows.append([
+        name, f"{r['windows']} ({'/'.join(map(str, r['lengths']))})",
+        f"{r['same_answers']} of {r['questions']}",
+        _fmt((dev.get("host") or {}).get("f1"), 2),
+        _fmt((dev.get("arm64") or {}).get("f1"), 2),
+        f"{r['max_abs_logit_diff']:.3g}",
+        f"{xnn.get('replaced', '-')}/{xnn.get('nodes', '-')}"])
+  lines += table(["file", "windows (lengths)", "same answers", "dev F1 host",
+                  "dev F1 arm64", "max logit diff", "XNNPACK nodes"], rows)
   counted = result.get("instructions")
   if counted:
     models = result["models"]

@@ -59,6 +59,7 @@ from experiments.common.result_files import (arm64_result, config_params,
 from experiments.ship.split_budget import millions
 from experiments.ship.steps import Layout, needs_qat
 from tfmodels.command_options import define_flags, from_flags, option
+from tfmodels.markdown import number, table
 from tfmodels.staging import write_file
 
 # What the summary keeps of compress's carving.json.
@@ -284,7 +285,7 @@ def _app_check(answers):
 
 
 def _fmt(value, digits=1):
-  return "-" if value is None else f"{value:,.{digits}f}"
+  return number(value, digits, thousands=True)
 
 
 def _share(part, whole):
@@ -302,10 +303,9 @@ def _length_lines(teacher, student):
   return ["Int8 latency against the sequence length the files run at "
           f"(ms; {student['threads']} thread(s); the files take any length, "
           f"[1, {student['max_seq_length']}] by default):", "",
-          "| length | " + " | ".join(map(str, lengths)) + " |",
-          "| --- |" + " --- |" * len(lengths),
-          *(f"| {name} | " + " | ".join(_fmt(t.get(n), 2) for n in lengths)
-            + " |" for name, t in zip(("teacher", "student"), times)), ""]
+          *table(["length", *lengths],
+                 ([name, *(_fmt(t.get(n), 2) for n in lengths)]
+                  for name, t in zip(("teacher", "student"), times))), ""]
 
 
 def markdown(summary):
@@ -330,19 +330,18 @@ def markdown(summary):
       f"{metric} in float, {_share(s['int8'], t['float'])} in int8, in "
       f"{_share(s['latency_ms'], t['latency_ms'])} of the teacher's int8 "
       "time.", "",
-      "| | teacher | student |", "| --- | --- | --- |",
-      f"| dev {metric}, float (Keras) | {_fmt(t['float'])} | "
-      f"{_fmt(s['float'])} |",
-      f"| dev {metric}, int8 file | {_fmt(t['int8'])} | {_fmt(s['int8'])}"
-      f"{' (QAT)' if s['qat'] else ''} |",
-      f"| encoder parameters | {_fmt(t['params'], 0)} | "
-      f"{_fmt(s['params'], 0)} |",
-      f"| int8 file, MB | {_fmt(t['int8_mb'], 2)} | {_fmt(s['int8_mb'], 2)} |",
-      f"| int8 latency, ms | {_fmt(t['latency_ms'], 2)} | "
-      f"{_fmt(s['latency_ms'], 2)} |",
-      f"| float32 latency, ms | {_fmt(t['float32_latency_ms'], 2)} | "
-      f"{_fmt(s['float32_latency_ms'], 2)} |",
-      f"| shape | {_shape(t['shape'])} | {_shape(s['shape'])} |", "",
+      *table(["", "teacher", "student"], [
+          [f"dev {metric}, float (Keras)", _fmt(t["float"]),
+           _fmt(s["float"])],
+          [f"dev {metric}, int8 file", _fmt(t["int8"]),
+           _fmt(s["int8"]) + (" (QAT)" if s["qat"] else "")],
+          ["encoder parameters", _fmt(t["params"], 0), _fmt(s["params"], 0)],
+          ["int8 file, MB", _fmt(t["int8_mb"], 2), _fmt(s["int8_mb"], 2)],
+          ["int8 latency, ms", _fmt(t["latency_ms"], 2),
+           _fmt(s["latency_ms"], 2)],
+          ["float32 latency, ms", _fmt(t["float32_latency_ms"], 2),
+           _fmt(s["float32_latency_ms"], 2)],
+          ["shape", _shape(t["shape"]), _shape(s["shape"])]]), "",
       *_arm64_budget_lines(s.get("arm64_budget")),
       *_int8_speed_lines(summary),
       *_length_lines(t, s),
@@ -409,11 +408,10 @@ def markdown(summary):
   arm64 = arm64_lines(summary.get("arm64"))
   if arm64:
     lines += ["", "## On arm64", "", *arm64]
-  lines += ["", "## Steps", "", "| step | seconds | peak MB |",
-            "| --- | --- | --- |"]
-  for step in summary["steps"]:
-    lines.append(f"| {step['name']} | {_fmt(step['seconds'], 0)} | "
-                 f"{_fmt(step['peak_memory_mb'], 0)} |")
+  lines += ["", "## Steps", "", *table(
+      ["step", "seconds", "peak MB"],
+      ([step["name"], _fmt(step["seconds"], 0),
+        _fmt(step["peak_memory_mb"], 0)] for step in summary["steps"]))]
   lines.append(f"| all steps (side by side: more than the wall time) | "
                f"{_fmt(summary['seconds'], 0)} | |")
   if summary.get("wall_seconds") is not None:

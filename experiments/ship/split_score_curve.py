@@ -24,6 +24,7 @@ import numpy as np
 
 from experiments.ship.split_search import SearchOptions, candidates, retained
 from tfmodels.command_options import define_flags, from_flags, option, with_defaults
+from tfmodels.markdown import table
 from tfmodels.staging import write_file
 
 RESULT = "split_score_curve"
@@ -120,12 +121,12 @@ def markdown(record):
            + "; ".join(f"{name}: {spearman([r['score'] for r in rows], [r['dev'] for r in rows]):.3f} over {len(rows)}"
                        for name, rows in _groups(record["rows"]).items())
            + ".", "",
-           f"| heads | FFN | table rank | score | dev {record['metric']} |",
-           "| --- | --- | --- | --- | --- |"]
-  for r in sorted(record["rows"], key=lambda r: -r["score"]):
-    lines.append(f"| {r['heads']} | {r['intermediate_size']} | "
-                 f"{r['table_rank'] or '-'} | {r['score']:.3f} | "
-                 f"{r['dev']:.1f} |")
+           *table(["heads", "FFN", "table rank", "score",
+                   f"dev {record['metric']}"],
+                  ([r["heads"], r["intermediate_size"],
+                    r["table_rank"] or "-", f"{r['score']:.3f}",
+                    f"{r['dev']:.1f}"]
+                   for r in sorted(record["rows"], key=lambda r: -r["score"])))]
   return "\n".join(lines) + "\n"
 
 

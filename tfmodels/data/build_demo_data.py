@@ -29,6 +29,7 @@ from absl import app, flags
 
 from tfmodels.command_options import define_flags, from_flags, option
 from tfmodels.data import demo_sources, wordnet_qa
+from tfmodels.markdown import table
 from tfmodels.process_lifetime import die_with_parent
 from tfmodels.sigterm import exit_on_sigterm
 from tfmodels.staging import (OutputError, OutputFiles, output_lock,
@@ -328,10 +329,9 @@ def render_notice(manifest):
       "the teacher vocabulary holds "
       f"{100 * manifest['student_vocab_overlap']:.1f}% of its pieces "
       "(Zhao et al. report 93.9%).", "",
-      "| file | holds | source | bytes |", "| --- | --- | --- | --- |"]
-  for path, f in manifest["files"].items():
-    lines.append(f"| `{path}` | {f['count']} {f['unit']} | {f['source']} "
-                 f"| {f['bytes']} |")
+      *table(["file", "holds", "source", "bytes"],
+             ([f"`{path}`", f"{f['count']} {f['unit']}", f["source"],
+               f["bytes"]] for path, f in manifest["files"].items()))]
   lines += ["", "## WordNet license", "", WORDNET_LICENSE, ""]
   return "\n".join(lines)
 
