@@ -72,3 +72,56 @@ RUN_FIRST = ("test_demo.py", "test_distill_from_minilm.py", "test_ship.py",
 def pytest_collection_modifyitems(items):
   rank = {name: i for i, name in enumerate(RUN_FIRST)}
   items.sort(key=lambda item: rank.get(item.path.name, len(RUN_FIRST)))
+
+
+# ------------------------------------------------------------ warm start
+# Commands the tests start (and the pipelines they run) are handed to a
+# server that has imported TensorFlow already (tests/warm_start): each
+# skips ~5 s of import. WARM_START=0 starts every command cold.
+WARM_START = os.path.join(os.path.dirname(os.path.abspath(__file__)),
+                          "warm_start")
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _warm_start_server(tmp_path_factory):
+  if os.environ.get("WARM_START", "1") == "0":
+    yield
+    return
+  import subprocess
+  import sys
+  from tfmodels.process_lifetime import die_with_parent
+  socket_path = os.path.join(
+      tmp_path_factory.mktemp("warm_start", numbered=True), "server.sock")
+  env = {k: v for k, v in os.environ.items() if k != "WARM_START_SOCKET"}
+  # The quietest TensorFlow log level, fixed when TensorFlow loads: a
+  # command run with a quieter one than the suite's keeps its stderr clean.
+  env["TF_CPP_MIN_LOG_LEVEL"] = "3"
+  server = subprocess.Popen(
+      [sys.executable, os.path.join(WARM_START, "server.py"), socket_path],
+      stdout=subprocess.PIPE, text=True, env=env, preexec_fn=die_with_parent)
+  if server.stdout.readline().strip() != "ready":
+    server.kill()
+    raise RuntimeError("the warm-start server did not start; WARM_START=0 "
+                       "runs the suite without it")
+  saved = {k: os.environ.get(k) for k in ("WARM_START_SOCKET", "PYTHONPATH")}
+  os.environ["WARM_START_SOCKET"] = socket_path
+  os.environ["PYTHONPATH"] = os.pathsep.join(
+      p for p in (WARM_START, saved["PYTHONPATH"]) if p)
+  try:
+    yield
+  finally:
+    for k, v in saved.items():
+      if v is None:
+        os.environ.pop(k, None)
+      else:
+        os.environ[k] = v
+    server.terminate()
+    server.wait()
+
+
+@pytest.fixture(autouse=True)
+def _cold_start(request, monkeypatch):
+  """A test marked cold_start starts its commands as fresh interpreters:
+  it signals them or reads their process tree."""
+  if request.node.get_closest_marker("cold_start"):
+    monkeypatch.delenv("WARM_START_SOCKET", raising=False)

@@ -187,6 +187,7 @@ def test_truncated_checkpoint_is_named(classifier, tmp_path):
   assert f"{broken}/ckpt-1: cannot read the checkpoint" in line
 
 
+@pytest.mark.cold_start  # signals the processes it starts or reads their pids
 def test_a_second_writer_into_one_output_is_refused(classifier, tmp_path):
   import subprocess
   import sys

@@ -134,6 +134,7 @@ def test_rerun_with_another_config_or_head_leaves_the_run_whole(shards,
       k: (run / k).read_bytes() for k in ("config.json", "head.json")}
 
 
+@pytest.mark.cold_start  # signals the processes it starts or reads their pids
 def test_second_trainer_is_refused_while_the_first_finishes_whole(shards,
                                                                   tmp_path):
   data, config = shards
@@ -160,6 +161,7 @@ def test_second_trainer_is_refused_while_the_first_finishes_whole(shards,
   assert sorted(os.listdir(tmp_path)) == ["run"]  # the lock file is gone
 
 
+@pytest.mark.cold_start  # signals the processes it starts or reads their pids
 def test_second_data_writer_is_refused_and_sigterm_cleans_up(tmp_path):
   # (The training test below shows the first writer finishing whole.)
   out = tmp_path / "shards"

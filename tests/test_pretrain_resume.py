@@ -64,6 +64,7 @@ def _state(prefix):
 # Mixed precision: layers in 16 bits, variables in float32, float16 with
 # dynamic loss scaling (whose state must survive the kill too). Fewer steps:
 # 16-bit arithmetic is emulated, slowly, on CPUs.
+@pytest.mark.cold_start  # signals the processes it starts or reads their pids
 @pytest.mark.parametrize("policy,steps", [("none", STEPS),
                                           ("mixed_float16", 50),
                                           ("mixed_bfloat16", 50)])

@@ -109,6 +109,7 @@ def test_bad_flag_is_refused_before_any_conversion(finetuned, tmp_path,
   assert os.listdir(tmp_path) == []  # nothing written
 
 
+@pytest.mark.cold_start  # signals the processes it starts or reads their pids
 def test_kill_9_takes_the_conversion_with_it(finetuned, tmp_path):
   (tmp_path / "tmp").mkdir()
   report = _start(_argv(finetuned, tmp_path), tmp_path, "log")
@@ -125,6 +126,7 @@ def test_kill_9_takes_the_conversion_with_it(finetuned, tmp_path):
       os.kill(child, signal.SIGKILL)
 
 
+@pytest.mark.cold_start  # signals the processes it starts or reads their pids
 def test_rerun_after_a_failed_conversion_redoes_only_it(finetuned, tmp_path):
   """The QAT conversion fails (stopped); the re-run keeps the finished PTQ
   conversion and needs no --overwrite. It also removes the export scratch

@@ -274,6 +274,7 @@ def _weights(model_dir):
           and name != "_CHECKPOINTABLE_OBJECT_GRAPH"}
 
 
+@pytest.mark.cold_start  # its commands run in their own mount namespace
 @pytest.mark.skipif(not _user_namespaces(), reason="a small tmpfs needs "
                     "unprivileged user namespaces (unshare -Urm)")
 def test_full_disk_is_one_line_leaves_nothing_and_the_run_resumes_exactly(

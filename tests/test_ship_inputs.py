@@ -215,6 +215,7 @@ def _sigint_default():
   signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
+@pytest.mark.cold_start  # signals the processes it starts or reads their pids
 def test_ctrl_c_ends_ship_in_one_line_with_its_steps_stopped(spam_data,
                                                              tmp_path):
   out = tmp_path / "ship"
