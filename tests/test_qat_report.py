@@ -44,11 +44,16 @@ def _argv(finetuned, tmp_path, *extra):
           "--results_dir", tmp_path / "results", "--qat_steps", 2, *extra]
 
 
-def _start(argv, tmp_path, log):
+def _start(argv, tmp_path, log, cold=False):
+  """The report, started in the background; `cold`: as a fresh interpreter
+  (not from the suite's warm-start server), so that its pid is the
+  command's and its conversions are its children."""
+  env = {**tiny_models.env(), "TMPDIR": str(tmp_path / "tmp")}
+  if cold:
+    env.pop("WARM_START_SOCKET", None)
   return subprocess.Popen(
       [str(a) for a in argv], stdout=open(tmp_path / log, "w"),
-      stderr=subprocess.STDOUT, text=True, cwd=tiny_models.REPO,
-      env={**tiny_models.env(), "TMPDIR": str(tmp_path / "tmp")})
+      stderr=subprocess.STDOUT, text=True, cwd=tiny_models.REPO, env=env)
 
 
 def _conversion(pid, needle="converters.convert_tflite"):
@@ -109,10 +114,9 @@ def test_bad_flag_is_refused_before_any_conversion(finetuned, tmp_path,
   assert os.listdir(tmp_path) == []  # nothing written
 
 
-@pytest.mark.cold_start  # signals the processes it starts or reads their pids
 def test_kill_9_takes_the_conversion_with_it(finetuned, tmp_path):
   (tmp_path / "tmp").mkdir()
-  report = _start(_argv(finetuned, tmp_path), tmp_path, "log")
+  report = _start(_argv(finetuned, tmp_path), tmp_path, "log", cold=True)
   child = None
   try:
     child = _wait_for(lambda: _conversion(report.pid), "the conversion", 60)
@@ -126,14 +130,14 @@ def test_kill_9_takes_the_conversion_with_it(finetuned, tmp_path):
       os.kill(child, signal.SIGKILL)
 
 
-@pytest.mark.cold_start  # signals the processes it starts or reads their pids
 def test_rerun_after_a_failed_conversion_redoes_only_it(finetuned, tmp_path):
   """The QAT conversion fails (stopped); the re-run keeps the finished PTQ
   conversion and needs no --overwrite. It also removes the export scratch
   a killed conversion left (pid-named, tfmodels.staging.scratch_directory),
   where tempfile's were left for good."""
   (tmp_path / "tmp").mkdir()
-  first = _start(_argv(finetuned, tmp_path), tmp_path, "first.log")
+  first = _start(_argv(finetuned, tmp_path), tmp_path, "first.log",
+                 cold=True)
   try:
     qat = _wait_for(lambda: _conversion(first.pid, "--qat_steps"),
                     "the QAT conversion (after PTQ)", 240)

@@ -3,8 +3,8 @@ by a test or by a pipeline under test, runs in a fork of this process,
 which has already imported TensorFlow and tf-keras.
 
 Why: the suite starts a few hundred commands and each spent ~5 s of CPU
-importing TensorFlow before its first line of work; that was about half
-of the suite's time on a 2-core host. A command here runs exactly as it
+importing TensorFlow before its first line of work; that was about a
+third of the suite's CPU on a 2-core host (docs/design.md). A command here runs exactly as it
 would alone (its own argv, cwd, environment, stdin/stdout/stderr, exit
 status; signals reach it through the process that stands in for it), only
 without paying the import. Besides TensorFlow, the server imports the
@@ -29,6 +29,7 @@ import signal
 import socket
 import struct
 import sys
+import tempfile
 import threading
 import traceback
 
@@ -88,6 +89,7 @@ def _run_child(request, fds):
   os.chdir(request["cwd"])
   os.environ.clear()
   os.environ.update(request["env"])
+  tempfile.tempdir = None  # found again from the command's TMPDIR
   sys.path[0] = request["cwd"]
   # A fresh interpreter draws its seeds from the OS; so does the fork.
   random.seed()
@@ -97,6 +99,9 @@ def _run_child(request, fds):
     stream.reconfigure(line_buffering=stream is sys.stderr or os.isatty(
         stream.fileno()), write_through=unbuffered)
   sys.argv = [request["module"], *request["args"]]
+  # As a cold start runs it: the command's module fresh as __main__, even
+  # where a library the server loaded imported it by name.
+  sys.modules.pop(request["module"], None)
   code = 0
   try:
     runpy.run_module(request["module"], run_name="__main__", alter_sys=True)
