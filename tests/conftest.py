@@ -77,7 +77,7 @@ def pytest_collection_modifyitems(items):
 # ------------------------------------------------------------ warm start
 # Commands the tests start (and the pipelines they run) are handed to a
 # server that has imported TensorFlow already (tests/warm_start): each
-# skips ~5 s of import. WARM_START=0 starts every command cold.
+# skips ~7 s of imports. WARM_START=0 starts every command cold.
 WARM_START = os.path.join(os.path.dirname(os.path.abspath(__file__)),
                           "warm_start")
 
@@ -122,6 +122,6 @@ def _warm_start_server(tmp_path_factory):
 @pytest.fixture(autouse=True)
 def _cold_start(request, monkeypatch):
   """A test marked cold_start starts its commands as fresh interpreters:
-  it signals them or reads their process tree."""
+  it signals them, reads their pids or runs them in a namespace."""
   if request.node.get_closest_marker("cold_start"):
     monkeypatch.delenv("WARM_START_SOCKET", raising=False)
