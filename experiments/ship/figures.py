@@ -5,7 +5,8 @@ them (no flags here, so both can import it)."""
 from tfmodels.markdown import number, table
 
 
-def _fmt(value, digits=1):
+def fmt(value, digits=1):
+  """A report's number: `digits` decimals, thousands grouped, - if none."""
   return number(value, digits, thousands=True)
 
 
@@ -46,8 +47,8 @@ def arm64_lines(result):
     rows.append([
         name, f"{r['windows']} ({'/'.join(map(str, r['lengths']))})",
         f"{r['same_answers']} of {r['questions']}",
-        _fmt((dev.get("host") or {}).get("f1"), 2),
-        _fmt((dev.get("arm64") or {}).get("f1"), 2),
+        fmt((dev.get("host") or {}).get("f1"), 2),
+        fmt((dev.get("arm64") or {}).get("f1"), 2),
         f"{r['max_abs_logit_diff']:.3g}",
         f"{xnn.get('replaced', '-')}/{xnn.get('nodes', '-')}"])
   lines += table(["file", "windows (lengths)", "same answers", "dev F1 host",

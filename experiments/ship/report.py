@@ -51,7 +51,7 @@ import time
 from absl import app
 
 from android_bench.device_info import int8_expectation
-from experiments.ship.figures import app_latency_text, arm64_lines
+from experiments.ship.figures import app_latency_text, arm64_lines, fmt
 from experiments.common.result_files import (arm64_result, config_params,
                                       conversion_summary,
                                       latency_rows, read_json, read_marker,
@@ -59,7 +59,7 @@ from experiments.common.result_files import (arm64_result, config_params,
 from experiments.ship.split_budget import millions
 from experiments.ship.steps import Layout, needs_qat
 from tfmodels.command_options import define_flags, from_flags, option
-from tfmodels.markdown import number, table
+from tfmodels.markdown import table
 from tfmodels.staging import write_file
 
 # What the summary keeps of compress's carving.json.
@@ -284,10 +284,6 @@ def _app_check(answers):
                       if asked else None)}
 
 
-def _fmt(value, digits=1):
-  return number(value, digits, thousands=True)
-
-
 def _share(part, whole):
   return ("-" if part is None or not whole else f"{100 * part / whole:.0f}%")
 
@@ -304,7 +300,7 @@ def _length_lines(teacher, student):
           f"(ms; {student['threads']} thread(s); the files take any length, "
           f"[1, {student['max_seq_length']}] by default):", "",
           *table(["length", *lengths],
-                 ([name, *(_fmt(t.get(n), 2) for n in lengths)]
+                 ([name, *(fmt(t.get(n), 2) for n in lengths)]
                   for name, t in zip(("teacher", "student"), times))), ""]
 
 
@@ -331,23 +327,23 @@ def markdown(summary):
       f"{_share(s['latency_ms'], t['latency_ms'])} of the teacher's int8 "
       "time.", "",
       *table(["", "teacher", "student"], [
-          [f"dev {metric}, float (Keras)", _fmt(t["float"]),
-           _fmt(s["float"])],
-          [f"dev {metric}, int8 file", _fmt(t["int8"]),
-           _fmt(s["int8"]) + (" (QAT)" if s["qat"] else "")],
-          ["encoder parameters", _fmt(t["params"], 0), _fmt(s["params"], 0)],
-          ["int8 file, MB", _fmt(t["int8_mb"], 2), _fmt(s["int8_mb"], 2)],
-          ["int8 latency, ms", _fmt(t["latency_ms"], 2),
-           _fmt(s["latency_ms"], 2)],
-          ["float32 latency, ms", _fmt(t["float32_latency_ms"], 2),
-           _fmt(s["float32_latency_ms"], 2)],
+          [f"dev {metric}, float (Keras)", fmt(t["float"]),
+           fmt(s["float"])],
+          [f"dev {metric}, int8 file", fmt(t["int8"]),
+           fmt(s["int8"]) + (" (QAT)" if s["qat"] else "")],
+          ["encoder parameters", fmt(t["params"], 0), fmt(s["params"], 0)],
+          ["int8 file, MB", fmt(t["int8_mb"], 2), fmt(s["int8_mb"], 2)],
+          ["int8 latency, ms", fmt(t["latency_ms"], 2),
+           fmt(s["latency_ms"], 2)],
+          ["float32 latency, ms", fmt(t["float32_latency_ms"], 2),
+           fmt(s["float32_latency_ms"], 2)],
           ["shape", _shape(t["shape"]), _shape(s["shape"])]]), "",
       *_arm64_budget_lines(s.get("arm64_budget")),
       *_int8_speed_lines(summary),
       *_length_lines(t, s),
       *([f"Post-training int8 lost more than 1 point: quantization-aware "
-         f"training gave {_fmt(s['qat_int8'])} against "
-         f"{_fmt(s['post_training_int8'])}; the "
+         f"training gave {fmt(s['qat_int8'])} against "
+         f"{fmt(s['post_training_int8'])}; the "
          f"{'QAT' if s['qat'] else 'post-training'} file ships.", ""]
         if "qat_int8" in s else []),
       *([f"Post-training int8 lost {s['float'] - s['int8']:.1f} points; "
@@ -387,11 +383,11 @@ def markdown(summary):
   if carving.get("dev_carved"):
     lines += ["## Carving", "",
               f"Dev {metric} of the teacher "
-              f"{_fmt(_points(carving.get('dev_teacher'), metric))}, right "
-              f"after the carve {_fmt(_points(carving.get('dev_carved'), metric))}"
+              f"{fmt(_points(carving.get('dev_teacher'), metric))}, right "
+              f"after the carve {fmt(_points(carving.get('dev_carved'), metric))}"
               f", after NoNorm + relu "
-              f"{_fmt(_points(carving.get('dev_substituted'), metric))}, "
-              f"after recovery {_fmt(_points(carving.get('dev_recovered'), metric))}"
+              f"{fmt(_points(carving.get('dev_substituted'), metric))}, "
+              f"after recovery {fmt(_points(carving.get('dev_recovered'), metric))}"
               " (at the training length, before distillation).", ""]
   check = summary["assets"]["check"]
   lines += ["## App assets", "", f"`{summary['assets']['tflite']}` (with its "
@@ -410,10 +406,10 @@ def markdown(summary):
     lines += ["", "## On arm64", "", *arm64]
   lines += ["", "## Steps", "", *table(
       ["step", "seconds", "peak MB"],
-      ([step["name"], _fmt(step["seconds"], 0),
-        _fmt(step["peak_memory_mb"], 0)] for step in summary["steps"]))]
+      ([step["name"], fmt(step["seconds"], 0),
+        fmt(step["peak_memory_mb"], 0)] for step in summary["steps"]))]
   lines.append(f"| all steps (side by side: more than the wall time) | "
-               f"{_fmt(summary['seconds'], 0)} | |")
+               f"{fmt(summary['seconds'], 0)} | |")
   if summary.get("wall_seconds") is not None:
     lines.append(f"\nWall time of this run up to its report: "
                  f"{summary['wall_seconds'] / 60:.1f} min.")
@@ -466,9 +462,9 @@ def main(argv):
              "a ship output directory)")
   summary = write_report(options.output_dir)
   s = summary["student"]
-  print(f"{summary['metric']}: teacher {_fmt(summary['teacher']['float'])}, "
-        f"student {_fmt(s['float'])} float / {_fmt(s['int8'])} int8, "
-        f"{_fmt(s['latency_ms'], 2)} ms; {Layout(options.output_dir).report}")
+  print(f"{summary['metric']}: teacher {fmt(summary['teacher']['float'])}, "
+        f"student {fmt(s['float'])} float / {fmt(s['int8'])} int8, "
+        f"{fmt(s['latency_ms'], 2)} ms; {Layout(options.output_dir).report}")
 
 
 def run():
