@@ -15,6 +15,7 @@ import tf_keras as keras
 from tfmodels.configs import ModelConfig, embedding_layout
 from tfmodels.layers.activations import get_activation
 from tfmodels.layers.dense import Dense
+from tfmodels.layers.plain_call import plain_call
 
 
 def _init(config):
@@ -22,6 +23,7 @@ def _init(config):
 
 
 @keras.utils.register_keras_serializable(package="tfmodels")
+@plain_call
 class MaskedLMHead(keras.layers.Layer):
   """Masked-LM logits with the decoder tied to the input word embeddings.
 
@@ -114,6 +116,7 @@ class MaskedLMHead(keras.layers.Layer):
 
 
 @keras.utils.register_keras_serializable(package="tfmodels")
+@plain_call
 class ClassificationHead(keras.layers.Layer):
   """Dropout + dense on a pooled vector: classes, NSP/SOP (2) or regression (1).
 
@@ -150,6 +153,7 @@ class ClassificationHead(keras.layers.Layer):
 
 
 @keras.utils.register_keras_serializable(package="tfmodels")
+@plain_call
 class SpanHead(keras.layers.Layer):
   """SQuAD span head: one dense(2) per token, split into start / end logits.
 
@@ -191,6 +195,7 @@ class TokenTaggingHead(ClassificationHead):
 
 
 @keras.utils.register_keras_serializable(package="tfmodels")
+@plain_call
 class JointIntentSlotHead(keras.layers.Layer):
   """Intent from the pooled vector and IOB slots per token (SNIPS style).
 

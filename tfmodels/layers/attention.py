@@ -11,6 +11,7 @@ import tf_keras as keras
 
 from tfmodels.layers.kronecker import make_dense, plain_shapes
 from tfmodels.layers.normalization import make_normalization
+from tfmodels.layers.plain_call import plain_call
 
 
 def static_or_dynamic_shape(x):
@@ -37,6 +38,7 @@ def attention_mask_from_input_mask(input_mask, dtype=tf.float32):
 
 
 @keras.utils.register_keras_serializable(package="tfmodels")
+@plain_call
 class MultiHeadAttention(keras.layers.Layer):
   """Scaled dot-product attention over N heads with a bounded mask adder.
 
@@ -144,6 +146,7 @@ class MultiHeadAttention(keras.layers.Layer):
 
 
 @keras.utils.register_keras_serializable(package="tfmodels")
+@plain_call
 class SelfAttentionBlock(keras.layers.Layer):
   """BERT's attention sub-layer: norm(x + dropout(MHA(x, x, x))).
 

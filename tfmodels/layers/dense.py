@@ -14,6 +14,7 @@ were.
 
 import tensorflow as tf
 import tf_keras as keras
+from tfmodels.layers.plain_call import plain_call
 
 
 def dense_product(x, kernel):
@@ -27,6 +28,7 @@ def dense_product(x, kernel):
 
 
 @keras.utils.register_keras_serializable(package="tfmodels")
+@plain_call
 class Dense(keras.layers.Dense):
   """keras.layers.Dense; inputs with an unknown length go through one
   broadcast matmul (`dense_product`).

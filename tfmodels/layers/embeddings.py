@@ -24,6 +24,7 @@ from tfmodels.layers.dense import Dense
 from tfmodels.layers.kronecker import KroneckerEmbedding
 from tfmodels.layers.low_rank import LowRankEmbedding
 from tfmodels.layers.normalization import make_normalization
+from tfmodels.layers.plain_call import plain_call
 
 
 def trigram_concat(word_vectors):
@@ -34,6 +35,7 @@ def trigram_concat(word_vectors):
 
 
 @keras.utils.register_keras_serializable(package="tfmodels")
+@plain_call
 class Embeddings(keras.layers.Layer):
   """The embedding block of an encoder, configured by a ModelConfig.
 

@@ -5,9 +5,11 @@ import tf_keras as keras
 from tfmodels.layers.activations import get_activation
 from tfmodels.layers.kronecker import make_dense, plain_shapes
 from tfmodels.layers.normalization import make_normalization
+from tfmodels.layers.plain_call import plain_call
 
 
 @keras.utils.register_keras_serializable(package="tfmodels")
+@plain_call
 class FeedForward(keras.layers.Layer):
   """FFN with residual and norm; BERT's, and each of MobileBERT's stacked FFNs.
 

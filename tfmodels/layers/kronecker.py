@@ -14,6 +14,7 @@ import tf_keras as keras
 
 from tfmodels.layers.dense import Dense
 from tfmodels.layers.low_rank import LowRankDense
+from tfmodels.layers.plain_call import plain_call
 
 
 def kronecker_contraction_order(a_shape, b_shape) -> str:
@@ -35,6 +36,7 @@ def kronecker_macs(a_shape, b_shape, num_sums=1) -> int:
 
 
 @keras.utils.register_keras_serializable(package="tfmodels")
+@plain_call
 class KroneckerDense(keras.layers.Layer):
   """A dense layer whose kernel is a sum of Kronecker products.
 
@@ -122,6 +124,7 @@ class KroneckerDense(keras.layers.Layer):
 
 
 @keras.utils.register_keras_serializable(package="tfmodels")
+@plain_call
 class KroneckerEmbedding(keras.layers.Layer):
   """Embedding table X = A^E (x) B^E with B^E a row vector (paper eq. 8).
 

@@ -10,6 +10,7 @@ the norm keep the teacher's width).
 
 import tensorflow as tf
 import tf_keras as keras
+from tfmodels.layers.plain_call import plain_call
 
 
 def _initializer(stddev):
@@ -17,6 +18,7 @@ def _initializer(stddev):
 
 
 @keras.utils.register_keras_serializable(package="tfmodels")
+@plain_call
 class LowRankDense(keras.layers.Layer):
   """y = act((x U) V + b) with U [n, rank], V [rank, units].
 
@@ -75,6 +77,7 @@ class LowRankDense(keras.layers.Layer):
 
 
 @keras.utils.register_keras_serializable(package="tfmodels")
+@plain_call
 class LowRankEmbedding(keras.layers.Layer):
   """A vocab x embedding_size table stored as [vocab, rank] x [rank, size].
 

@@ -18,9 +18,11 @@ from tfmodels.layers.attention import MultiHeadAttention
 from tfmodels.layers.dense import Dense
 from tfmodels.layers.feed_forward import FeedForward
 from tfmodels.layers.normalization import make_normalization
+from tfmodels.layers.plain_call import plain_call
 
 
 @keras.utils.register_keras_serializable(package="tfmodels")
+@plain_call
 class MobileBertBlock(keras.layers.Layer):
   """A bottleneck (student) or inverted-bottleneck (teacher) block.
 

@@ -5,9 +5,11 @@ inference time; that is what makes it cheap on phones and exact in int8.
 """
 
 import tf_keras as keras
+from tfmodels.layers.plain_call import plain_call
 
 
 @keras.utils.register_keras_serializable(package="tfmodels")
+@plain_call
 class NoNorm(keras.layers.Layer):
   """Element-wise affine map `gamma * h + beta` over the last axis.
 
