@@ -322,3 +322,28 @@ def test_tiny_recipe_end_to_end(tmp_path):
                          env=env)
   assert again.returncode == 0
   assert again.stdout.count("done, skipped") == STEPS_RUN, again.stdout[-2000:]
+
+
+_TEACHER_STEPS = """
+import dataclasses, json
+import experiments.papers.distill_from_minilm as recipe
+scale = dataclasses.replace(recipe.SCALES["full"], teacher_steps=(3200, 0))
+steps = recipe.build_steps(recipe.Layout("/out"), scale, ("teacher",))
+print(json.dumps({s.name: s.command for s in steps
+                  if "experiments.papers.plateau" in s.command}))
+"""
+
+
+def test_a_known_plateau_trains_the_teacher_once():
+  """--teacher_qa_steps 3200: the QA teacher's curve is the one run of
+  3,200 steps (first point and cap alike); spam still finds its plateau."""
+  commands = _in_child(_TEACHER_STEPS)
+
+  def flag(task, name):
+    command = commands[f"teacher_{task}"]
+    return command[command.index(name) + 1]
+
+  assert (flag("qa", "--first_steps"), flag("qa", "--max_steps")) == (
+      "3200", "3200")
+  assert (flag("spam", "--first_steps"), flag("spam", "--max_steps")) == (
+      "100", "6400")

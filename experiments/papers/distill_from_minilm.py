@@ -110,6 +110,9 @@ class Scale:
   plateau_heldout: tuple = (800, 400)
   plateau_gain: float = 0.5
   plateau_max_steps: int = 6400
+  # (QA, spam) > 0: the teacher is fine-tuned once at these steps (a
+  # plateau an earlier run's curve found) instead of the whole curve.
+  teacher_steps: tuple = (0, 0)
   # The students of PLATEAU_ROWS train by the same rule within one run
   # (finetune --eval_split heldout): scored from the teacher's first
   # point's steps on, on their own slice of the same size, capped at
@@ -262,6 +265,11 @@ class Options(skeleton.Options):
   models: tuple = option((), "Rows to run (the teacher always runs); the "
                          "others are carried over from --results_dir. "
                          "Empty: all.")
+  teacher_qa_steps: int = option(
+      0, "Fine-tune the QA teacher once at these steps (a plateau an "
+      "earlier run's curve found, about two hours here) instead of finding "
+      "its plateau again. 0: find it.")
+  teacher_spam_steps: int = option(0, "The same for the spam teacher.")
 
 
 define_flags(Options)
@@ -446,15 +454,18 @@ def _plateau_step(recipe, task, task_name, data_dir):
   (experiments.papers.plateau); its model directory holds the last run."""
   layout, scale = recipe.layout, recipe.scale
   output = layout.finetuned("teacher", task)
+  spam = task == "spam"
+  first, last = scale.finetune_steps["teacher"][spam], scale.plateau_max_steps
+  if scale.teacher_steps[spam]:  # the plateau is known: one run
+    first = last = scale.teacher_steps[spam]
   return Step(f"teacher_{task}", python_module(
       "experiments.papers.plateau", "--task", task_name, "--data_dir",
       recipe.task_dirs[data_dir], "--init_dir", layout.run("teacher"),
       "--model_dir", output, "--vocab_file", VOCAB, "--max_seq_length",
       getattr(scale, f"{task}_max_seq_length"), "--batch_size",
       scale.finetune_batch_size, "--learning_rate", scale.teacher_lr,
-      "--first_steps", scale.finetune_steps["teacher"][task == "spam"],
-      "--heldout", scale.plateau_heldout[task == "spam"], "--min_gain",
-      scale.plateau_gain, "--max_steps", scale.plateau_max_steps), output,
+      "--first_steps", first, "--heldout", scale.plateau_heldout[spam],
+      "--min_gain", scale.plateau_gain, "--max_steps", last), output,
       (layout.run("teacher"),) + recipe.data_inputs, clean=True)
 
 
@@ -978,7 +989,8 @@ def run_experiment(options, out, results):
   """Runs the rows of `options.models` into `out`, then stages the results
   in `results` (OutputFiles) and commits them."""
   models = _models(options.models)
-  scale = SCALES[options.scale]
+  scale = dataclasses.replace(SCALES[options.scale], teacher_steps=(
+      options.teacher_qa_steps, options.teacher_spam_steps))
   layout = Layout(out)
   steps = build_steps(layout, scale, models)  # loads TensorFlow
 
