@@ -267,8 +267,8 @@ class Options(skeleton.Options):
                          "Empty: all.")
   teacher_qa_steps: int = option(
       0, "Fine-tune the QA teacher once at these steps (a plateau an "
-      "earlier run's curve found, about two hours here) instead of finding "
-      "its plateau again. 0: find it.")
+      "earlier run's curve found; the curve takes hours on 2 cores) instead of "
+      "finding its plateau again. 0: find it.")
   teacher_spam_steps: int = option(0, "The same for the spam teacher.")
 
 
