@@ -184,9 +184,36 @@ def test_second_data_writer_is_refused_and_sigterm_cleans_up(tmp_path):
       "writing it; wait for it or choose another output")
   # SIGTERM: the first's clean-up runs; no lock, staging or output is left.
   first.send_signal(signal.SIGTERM)
-  first.communicate(timeout=120)
-  assert first.returncode == 128 + signal.SIGTERM
+  _, stderr = first.communicate(timeout=120)
+  assert first.returncode == 128 + signal.SIGTERM, stderr[-1500:]
   assert sorted(os.listdir(tmp_path)) == []
+
+
+# SIGTERM landing while Python runs a `__del__` (which drops exceptions):
+# the command must still stop, its clean-up run, not finish with status 0.
+SIGTERM_IN_DEL = """import os, signal, time
+from tfmodels.sigterm import exit_on_sigterm
+exit_on_sigterm()
+class Finalized:
+  def __del__(self):
+    os.kill(os.getpid(), signal.SIGTERM)
+    sum(range(1000))  # the handler runs here, inside __del__
+try:
+  Finalized()
+  time.sleep(30)
+  print("finished")
+finally:
+  print("cleaned up")
+"""
+
+
+def test_sigterm_dropped_in_a_finalizer_still_stops_the_command():
+  result = subprocess.run([sys.executable, "-c", SIGTERM_IN_DEL],
+                          capture_output=True, text=True, cwd=REPO,
+                          env=_env(), timeout=60)
+  assert "Exception ignored" in result.stderr  # it did land in __del__
+  assert result.returncode == 128 + signal.SIGTERM
+  assert result.stdout.split() == ["cleaned", "up"]
 
 
 def _corrupt(source, target, how):
