@@ -236,12 +236,12 @@ CARVES["carved_small_vocab"] = (
 SMALL_VOCAB = ("carved_small_vocab",)
 # What a carved row changes of the student recipe (student_recipe.py):
 # the low-rank row keeps LayerNorm and gelu, its factorization measured
-# alone; PLATEAU_ROWS add their levers one at a time.
+# alone; PLATEAU_ROWS take their levers away or add them one at a time
+# (carved_layerwise is the recipe itself).
 ROW_RECIPES = {"carved_low_rank": {"substitute": ""},
-               "carved_layerwise": {"task_kd": "carved"},
-               "carved_augmented": {"task_kd": "carved",
-                                    "augment_copies": 2},
-               "carved_layernorm": {"task_kd": "carved", "substitute": ""}}
+               "carved_plateau": {"task_kd": "prediction"},
+               "carved_augmented": {"augment_copies": 2},
+               "carved_layernorm": {"substitute": ""}}
 # Models whose encoder is a run of its own (distill / pretrain) on shards.
 OWN_ENCODER = ("student", "baseline", "kronecker")
 # Where each model's weights start: the teacher's or random layers.
@@ -416,8 +416,9 @@ def student_recipe(scale, model, task):
   fields = dict(recover_steps=scale.recover_steps,
                 calibration_examples=scale.calibration_examples,
                 batch_size=scale.finetune_batch_size)
-  if model not in PLATEAU_ROWS:  # a fixed number of steps
-    fields["steps"] = scale.finetune_steps[model][spam]
+  if model not in PLATEAU_ROWS:  # the earlier recipe: fixed steps, logits
+    fields.update(steps=scale.finetune_steps[model][spam], heldout=0,
+                  task_kd="prediction")
   return dataclasses.replace(RECIPE, **{**fields, **plateau,
                                         **ROW_RECIPES.get(model, {})})
 

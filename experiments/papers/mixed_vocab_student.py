@@ -178,11 +178,14 @@ EVERY = ("--checkpoint_every", 100, "--keep_checkpoints", 1, "--log_every",
 
 def student_recipe(scale):
   """The carved row's student recipe: the scale's sizes over the student
-  recipe's defaults."""
+  recipe's defaults, for a fixed number of steps on the soft logits alone
+  (its student reads another vocabulary than its teacher, so no layer is
+  compared; the committed figures are such runs)."""
   return dataclasses.replace(
       RECIPE, recover_steps=scale.recover_steps,
       calibration_examples=scale.calibration_examples,
-      steps=scale.finetune_steps, batch_size=scale.batch_size)
+      steps=scale.finetune_steps, batch_size=scale.batch_size,
+      task_kd="prediction", heldout=0)
 
 
 def _carved_steps(layout, scale):

@@ -32,7 +32,10 @@ can be re-run by hand; a finished step is skipped on the next run):
   carve            the chosen split cut out of the teacher, NoNorm + relu,
                    feature-map recovery (tfmodels.training.compress)
   student          task-stage distillation from the teacher (finetune
-                   --task_kd prediction)
+                   --task_kd carved: its soft logits, every layer's hidden
+                   states and the kept heads' attention), on train without
+                   a held-out slice it is scored on until more steps stop
+                   helping (experiments.ship.student_recipe)
   convert_student  float32 and int8, validated against Keras, scored on dev;
                    convert_student_qat when post-training int8 loses more
                    than 1 point (its file ships if it scores higher)
@@ -118,6 +121,11 @@ class Options(skeleton.Options, BudgetOptions):
       "rows, CoNLL sentences) held out to score the student as it trains; "
       "it stops at the first doubling of its steps that gains less than "
       "half a point (0: a fixed --student_steps run on all of train).")
+  task_kd: str = option(
+      _default("task_kd"), "What the student learns of the teacher besides "
+      "the labels: prediction (its soft logits) or carved (also every "
+      "layer's hidden states and each kept head's attention).",
+      choices=("prediction", "carved"))
   student_max_minutes: float = option(
       _default("student_max_minutes"), "With --student_heldout: the "
       "student's training stops after this many minutes (0: no cap).")
@@ -264,6 +272,7 @@ def make_plan(options):
       calibration_examples=options.calibration_examples,
       student_heldout=options.student_heldout,
       student_max_minutes=options.student_max_minutes,
+      task_kd=options.task_kd,
       calibration_samples=options.calibration_samples,
       qat_steps=options.qat_steps, num_runs=options.num_runs,
       min_secs=options.min_secs,

@@ -75,6 +75,7 @@ class Plan:
   calibration_examples: int = RECIPE.calibration_examples
   student_heldout: int = RECIPE.heldout  # > 0: trained to its plateau
   student_max_minutes: float = RECIPE.max_minutes
+  task_kd: str = RECIPE.task_kd
   calibration_samples: int = 64
   qat_steps: int = 200
   num_runs: int = 20
@@ -94,7 +95,8 @@ class Plan:
         RECIPE, steps=self.student_steps, batch_size=self.batch_size,
         learning_rate=self.learning_rate, recover_steps=self.recover_steps,
         calibration_examples=self.calibration_examples,
-        heldout=self.student_heldout, max_minutes=self.student_max_minutes)
+        heldout=self.student_heldout, max_minutes=self.student_max_minutes,
+        task_kd=self.task_kd)
 
 
 class Layout(skeleton.Layout):
