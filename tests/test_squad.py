@@ -268,3 +268,28 @@ def test_postprocess_picks_best_valid_span_across_windows(tokenizer):
   start[2, 24] = end[2, 25] = -10.0
   assert postprocess([LONG_EXAMPLE], metas, start, end) == {
       "long": " ".join(WORDS[70:72])}
+
+
+def test_n_best_in_context_ignores_what_the_padding_holds(tokenizer):
+  """Evaluation's n-best: a Keras model run up to its batch's longest row
+  (zeros after it) and the .tflite file (its own logits there) answer
+  alike. BERT's n-best over every position lets zeros outside the context
+  crowd a context of negative logits out: no answer at all."""
+  _, metas = build_features([LONG_EXAMPLE], tokenizer, **SMALL)
+  start = np.full([5, 48], -10.0)
+  end = np.full([5, 48], -10.0)
+  start[2, 24], end[2, 25] = -1.0, -2.0  # words 50-51: the best span
+  zeroed = start.copy(), end.copy()
+  for row, meta in enumerate(metas):
+    outside = np.ones(48, bool)
+    outside[meta.context_offset:meta.context_offset + meta.window_length] = 0
+    assert outside[1:].sum() >= 5  # enough to fill an n-best of 5
+    for logits in zeroed:
+      logits[row, 1:][outside[1:]] = 0.0
+  answers = [postprocess([LONG_EXAMPLE], metas, *logits, n_best_size=5,
+                         n_best_in_context=True)
+             for logits in ((start, end), zeroed)]
+  assert answers == [{"long": "Golden Bridge"}] * 2
+  # BERT's rule on the same logits: the zeros take the n-best.
+  assert postprocess([LONG_EXAMPLE], metas, *zeroed, n_best_size=5) == {
+      "long": ""}

@@ -368,7 +368,8 @@ def whole_words(context, start, end):
 
 def postprocess(examples, metas, start_logits, end_logits, n_best_size=20,
                 max_answer_length=30, version_2_with_negative=False,
-                null_score_diff_threshold=0.0, word_edges=False):
+                null_score_diff_threshold=0.0, word_edges=False,
+                n_best_in_context=False):
   """Start/end logits [features, seq] -> {qas_id: answer text}.
 
   BERT's n-best: the top `n_best_size` starts x ends of every window of an
@@ -377,6 +378,14 @@ def postprocess(examples, metas, start_logits, end_logits, n_best_size=20,
   (max-context); the best start + end logit wins. For v2 the answer is ''
   when the lowest [CLS] score of the windows exceeds the best span's score by
   more than `null_score_diff_threshold`. No valid span also gives ''.
+
+  BERT (and the Task Library, which the QA app's decoding follows) take
+  the top n of every position, so logits at the question or the padding
+  can crowd the context's out of the n-best. `n_best_in_context` takes
+  them among the context's positions only: the answer then depends on the
+  context's logits alone, as evaluation needs (a Keras model is run only
+  up to each batch's longest row, a .tflite file over all L positions:
+  their padding logits differ, their answers must not).
 
   The answer is the context's characters from the best span's first piece
   to its last; `word_edges` widens it to the whole words those pieces sit
@@ -400,10 +409,13 @@ def postprocess(examples, metas, start_logits, end_logits, n_best_size=20,
     for f in features_of[example_index]:
       meta, s_logits, e_logits = metas[f], start_logits[f], end_logits[f]
       null_score = min(null_score, s_logits[0] + e_logits[0])
-      s, e = np.meshgrid(_top(s_logits, n_best_size),
-                         _top(e_logits, n_best_size), indexing="ij")
-      s, e = s.ravel(), e.ravel()  # start-major, as BERT's loops
       lo, hi = meta.context_offset, meta.context_offset + meta.window_length
+      first = lo if n_best_in_context else 0
+      last = hi if n_best_in_context else len(s_logits)
+      s, e = np.meshgrid(first + _top(s_logits[first:last], n_best_size),
+                         first + _top(e_logits[first:last], n_best_size),
+                         indexing="ij")
+      s, e = s.ravel(), e.ravel()  # start-major, as BERT's loops
       ok = ((s >= lo) & (s < hi) & (e >= lo) & (e < hi) & (e >= s)
             & (e - s + 1 <= max_answer_length))
       s, e = s[ok], e[ok]

@@ -233,9 +233,12 @@ class SpanTask:
     arrays, metas = self._build(data.examples, False)
     out = _predict(model, arrays, ["start_logits", "end_logits"])
     version_2 = data.version.startswith("2")
+    # The n-best among the context's positions: a Keras model and its
+    # .tflite file score alike whatever their padding logits.
     predictions = squad.postprocess(data.examples, metas, out["start_logits"],
                                     out["end_logits"],
-                                    version_2_with_negative=version_2)
+                                    version_2_with_negative=version_2,
+                                    n_best_in_context=True)
     return squad_metrics.evaluate(data, predictions)
 
   def points(self, results):
