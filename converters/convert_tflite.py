@@ -636,7 +636,7 @@ def write_outputs(options, p, ref, converted, out):
           config=p.config.to_dict() if p.config else None,
           contract=result["contract"], measured=result,
           keras_metric=(report["keras"] or {}).get("metric"), task=task,
-          vocab_file=p.vocab_file)
+          vocab_file=p.vocab_file, nonorm_folding=ref.nonorm_folding)
       out.add(p.files[mode][1], json.dumps(card, indent=2) + "\n")
   out.add(p.reports[0], json.dumps(report, indent=2, default=_jsonable)
           + "\n")

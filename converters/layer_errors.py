@@ -10,7 +10,13 @@ length) go through both files, whose intermediate tensors LiteRT keeps
 (`experimental_preserve_all_tensors`). The float32 file is the float
 reference: convert_tflite validates it against the Keras model, and both
 files fold and fuse the same ops (a NoNorm folded into the next
-projection), so their tensors match by name where Keras's could not.
+projection), so their tensors match by name where Keras's could not. They
+must come from one convert_tflite run (`--modes float32,int8`): with
+calibration data the export also equalizes the residual streams of the
+NoNorms it keeps (a per-channel scale moved into the weights), and a
+float32 file converted alone does not, so its streams would hold other
+scales than the int8 file's under the same names. The files' model cards
+say what was done; different ones are refused.
 Each layer's output is the last tensor of the layer (its ops are named
 after the Keras layers: `.../layer_3_ffn/...`, `.../layer_3/...`) that is
 hidden-size wide and in both files. Per layer:
@@ -28,6 +34,7 @@ Written as JSON (--output) and printed as a table.
 
 import dataclasses
 import json
+import os
 import re
 import sys
 
@@ -166,9 +173,27 @@ def layer_states(int8_path, float_path, inputs, num_layers, width):
   return int8, flt, quantization, chosen
 
 
+def check_same_folding(tflite, reference):
+  """ValueError when the model cards beside the two files say their NoNorms
+  were folded or equalized differently (a card without the record: not
+  known, not refused)."""
+  folding = {}
+  for flag, path in (("--tflite", tflite), ("--reference", reference)):
+    card = os.path.splitext(path)[0] + ".model_card.json"
+    if os.path.exists(card):
+      with open(card) as f:
+        folding[flag] = json.load(f).get("nonorm_folding")
+  known = [v for v in folding.values() if v is not None]
+  if len(known) == 2 and known[0] != known[1]:
+    raise ValueError(
+        f"--reference {reference}: its NoNorms were exported as "
+        f"{folding['--reference']}, --tflite's as {folding['--tflite']}; "
+        "the same tensor holds other per-channel scales in each (convert "
+        "both in one convert_tflite run: --modes float32,int8)")
+
+
 def measure(options):
   """The rows of every layer (`compare`) and what they were measured on."""
-  import os
   from converters import source, validate
   from tfmodels.configs import load_config
   from tfmodels.tokenization import WordPieceTokenizer
@@ -223,12 +248,12 @@ def main(argv):
   options = from_flags(LayerErrorOptions)
   if options.examples < 1:
     sys.exit(f"error: --examples {options.examples}: give 1 or more")
-  import os
   for flag in ("model_dir", "tflite", "reference", "data_dir"):
     if not os.path.exists(getattr(options, flag)):
       sys.exit(f"error: --{flag} {getattr(options, flag)}: no such file or "
                "directory")
   try:
+    check_same_folding(options.tflite, options.reference)
     result = measure(options)
   except (ValueError, OSError) as e:
     sys.exit(f"error: {str(e).splitlines()[0]}")

@@ -15,7 +15,7 @@ import tensorflow as tf
 
 def model_card(*, file_name, data, mode, head, seq_length, source, config,
                contract, measured, keras_metric=None, task=None,
-               vocab_file=None, created=None):
+               vocab_file=None, nonorm_folding=None, created=None):
   """The card as a dict (see the module docstring).
 
   Args:
@@ -29,6 +29,9 @@ def model_card(*, file_name, data, mode, head, seq_length, source, config,
     measured: validate.measure_mode()'s result for this file.
     keras_metric: {"name", "points"} of the Keras model, or None.
     task: {"name", "data_dir", "split"} the metric was measured on.
+    nonorm_folding: what the export did to the NoNorms ({"folded",
+      "equalized", "kept"} counts): files of one model compare tensor by
+      tensor only when it is the same.
   """
   from ai_edge_litert import __version__ as litert_version
   metric = measured.get("metric")
@@ -47,6 +50,7 @@ def model_card(*, file_name, data, mode, head, seq_length, source, config,
       "source_checkpoint": source,
       "config": config,
       "vocab_file": vocab_file,
+      "nonorm_folding": nonorm_folding,
       "task": task,
       "metric": metric,
       "keras_metric": keras_metric,

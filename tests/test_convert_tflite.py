@@ -360,3 +360,28 @@ def test_an_int8_file_departs_from_its_float32_file_layer_by_layer(
   assert [r["tensor"] for r in int8] == [r["tensor"] for r in same]
   assert all(1e-3 < r["rel_error"] < 0.5 and r["int8_range"]
              and 0 <= r["clipped"] < 0.1 for r in int8), int8
+
+
+def test_layer_errors_refuses_files_exported_differently(converted, tmp_path):
+  """A float32 file converted alone keeps the NoNorm streams the int8 run
+  equalized: the same tensor names, other per-channel scales. The cards
+  of one run agree (compared); a reference whose card says otherwise is
+  refused in one line naming it."""
+  import json
+  import shutil
+  from converters.layer_errors import check_same_folding
+  _, out, _ = converted
+  cards = {m: json.loads((out / f"qa_{m}.model_card.json").read_text())
+           for m in ("float32", "int8")}
+  assert cards["float32"]["nonorm_folding"] == cards["int8"][
+      "nonorm_folding"] is not None
+  check_same_folding(str(out / "qa_int8.tflite"), str(out / "qa_float32.tflite"))
+  alone = tmp_path / "alone_float32.tflite"
+  shutil.copy(out / "qa_float32.tflite", alone)
+  card = dict(cards["float32"], nonorm_folding={"folded": 0, "kept": 13})
+  (tmp_path / "alone_float32.model_card.json").write_text(json.dumps(card))
+  with pytest.raises(ValueError, match=(
+      rf"^--reference {alone}: its NoNorms were exported as \{{'folded': 0, "
+      r"'kept': 13\}, --tflite's as .*convert both in one convert_tflite "
+      r"run: --modes float32,int8\)$")):
+    check_same_folding(str(out / "qa_int8.tflite"), str(alone))
