@@ -347,3 +347,20 @@ def test_a_known_plateau_trains_the_teacher_once():
       "3200", "3200")
   assert (flag("spam", "--first_steps"), flag("spam", "--max_steps")) == (
       "100", "6400")
+
+
+_PLOT = """
+import json, os, sys, tempfile
+import experiments.papers.distill_from_minilm as recipe
+out = tempfile.mkdtemp()
+rows = [{"name": m, "int8_ms": {"1": 10.0 + i}, "qa_f1_int8": 50.0 + i}
+        for i, m in enumerate(recipe.MODELS)]
+path = os.path.join(out, "plot.png")
+recipe.plot(recipe.Layout(out), {"rows": rows}, path)
+print(json.dumps([len(recipe.MODELS), os.path.getsize(path)]))
+"""
+
+
+def test_the_plot_has_a_colour_for_every_row():
+  models, size = _in_child(_PLOT)
+  assert models == 11 and size > 10_000

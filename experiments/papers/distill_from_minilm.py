@@ -951,9 +951,8 @@ def plot(layout, results, path):
   plt = pyplot()
   fig, axes = plt.subplots(1, 3, figsize=(16, 4.5))
   ax = axes[0]
-  colors = dict(zip(MODELS, ("tab:blue", "tab:orange", "tab:gray",
-                             "tab:green", "tab:red", "tab:purple",
-                             "tab:brown")))
+  palette = plt.get_cmap("tab20").colors  # one colour per row
+  colors = {m: palette[i % len(palette)] for i, m in enumerate(MODELS)}
   for r in results["rows"]:
     ms = r["int8_ms"].get("1")
     if ms and r["qa_f1_int8"] is not None:
