@@ -77,6 +77,21 @@ def test_a_flat_doubling_ends_the_run(tmp_path, monkeypatch):
   assert again.ended and again.reason == held["stopped"]
 
 
+def test_a_flat_doubling_inside_the_warmup_does_not_end_it(tmp_path,
+                                                          monkeypatch):
+  """The rate still rises until step 6: neither 2 -> 4 nor 4 -> 8 (from
+  inside the warmup) ends the run, though flat; 8 -> 16 rises, and the
+  flat 16 -> 32 ends it."""
+  step, _ = _run(tmp_path, monkeypatch, [50.0, 49.6, 49.8, 60.0, 60.1],
+                 warmup_steps=6)
+  assert step == 32
+  held = _plateau(tmp_path)
+  assert [p["steps"] for p in held["points"]] == [2, 4, 8, 16, 32]
+  assert held["stopped"] == ("a doubling (16 -> 32 steps) gained 0.10 < 0.5 "
+                             "points")
+  assert held["rule"]["warmup_steps"] == 6
+
+
 def test_a_rising_curve_runs_to_the_step_cap(tmp_path, monkeypatch):
   step, _ = _run(tmp_path, monkeypatch, [10.0, 20.0, 30.0, 40.0, 50.0, 60.0],
                  max_steps=40)

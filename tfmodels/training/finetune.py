@@ -19,9 +19,9 @@ An empty train or dev split is refused before any work.
 Trained until more training stops helping: with --eval_split (a slice held
 out of train, written beside it in --data_dir) the run scores that split at
 --eval_first_steps, twice that, four times ... and ends at the first
-doubling that gains less than --min_gain points (`stop_rule.py`), or at
---train_steps or --max_minutes; plateau.json holds the curve and why it
-ended. The learning rate still decays towards --train_steps, the cap.
+doubling that gains less than --min_gain points (`stop_rule.py`; not
+from a point inside the warmup), or at --train_steps or --max_minutes;
+plateau.json holds the curve and why it ended. The learning rate still decays towards --train_steps, the cap.
 
 With --task_kd prediction, a run that reads every train row at least once
 (steps x batch >= rows) has the teacher's logits on the train rows computed
@@ -266,7 +266,7 @@ def _train(strategy, model, optimizer, task, features, teacher, options,
     from tfmodels.training.stop_rule import Curve, StopRule
     curve = Curve(options.eval_split, StopRule(
         options.eval_first_steps, options.train_steps, options.min_gain,
-        options.max_minutes), lambda: task.points(task.evaluate(
+        options.max_minutes, options.warmup_steps), lambda: task.points(task.evaluate(
             model, options.eval_split)), options.model_dir,
                   trainer.start_step, trainer.chief)
   if curve is None or not curve.ended:
