@@ -269,7 +269,8 @@ def test_finetune_with_teacher(tmp_path, pair):
 
   # Soft targets alone: the teacher's logits computed once; scored on a
   # held-out split at 1, 2, 4 ... steps, the run ends at the first doubling
-  # gaining too little (every one, at --min_gain 1000), long before its cap.
+  # gaining too little (every one, at --min_gain 1000) that starts after
+  # the warmup (4 of the 40 steps), long before its cap.
   write_lines(data / "heldout.tsv", _sst_rows(rng, 16))
   run = tmp_path / "run3"
   result = finetune(teacher_dir, run, "--task_kd", "prediction",
@@ -279,11 +280,12 @@ def test_finetune_with_teacher(tmp_path, pair):
   assert "the teacher's logits on 64 train rows computed once" in (
       result.stdout)
   plateau = json.loads((run / "plateau.json").read_text())
-  assert [p["steps"] for p in plateau["points"]] == [1, 2]
-  assert plateau["steps"] == 2 and plateau["split"] == "heldout"
-  assert plateau["stopped"].startswith("a doubling (1 -> 2 steps) gained")
+  assert [p["steps"] for p in plateau["points"]] == [1, 2, 4, 8]
+  assert plateau["steps"] == 8 and plateau["split"] == "heldout"
+  assert plateau["stopped"].startswith("a doubling (4 -> 8 steps) gained")
+  assert plateau["rule"]["warmup_steps"] == 4
   assert all(0 <= p["score"] <= 100 for p in plateau["points"])
-  assert (run / "ckpt-2.index").exists() and not (run / "ckpt-40.index").exists()
+  assert (run / "ckpt-8.index").exists() and not (run / "ckpt-40.index").exists()
   assert (run / "eval_results.json").exists()
 
 
