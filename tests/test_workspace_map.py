@@ -153,6 +153,14 @@ def test_workspace_map_has_no_issue_numbers():
   assert not found, f"issue numbers in WORKSPACE.md: {found}"
 
 
+def test_the_user_docs_stay_short():
+  """A map and a README read in minutes: at most 300 lines each."""
+  for name in ("WORKSPACE.md", "README.md"):
+    with open(os.path.join(REPO, name), encoding="utf-8") as f:
+      lines = len(f.read().splitlines())
+    assert lines <= 300, f"{name}: {lines} lines"
+
+
 def _fake_repo(tmp_path):
   """A small repository: two modules, a package, a Makefile, a README."""
   for path in ("tfmodels/__init__.py", "tfmodels/configs.py",
