@@ -108,8 +108,8 @@ class ConvertOptions:
       None, "Fail when a mode's metric is more than this many points below "
       "Keras'.")
   max_int8_loss: float = option(
-      1.0, "--modes selective: keep matmuls in float until the file's dev "
-      "metric is within this many points of the Keras model's.")
+      1.0, "--modes selective: take matmuls out of full int8 until the "
+      "file's dev metric is within this many points of the Keras model's.")
   max_float_diff: float = option(1e-3, "Fail when float32's max |TFLite - "
                                  "Keras| output difference exceeds this.")
   num_compare: int = option(32, "Real examples on which outputs are "

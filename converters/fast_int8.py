@@ -222,9 +222,12 @@ def convert(converter, max_rounds=5):
   return from_calibrated(calibrate(converter), max_rounds)
 
 
-def from_calibrated(calibrated, max_rounds=5, keep_float=()):
+def from_calibrated(calibrated, max_rounds=5, keep_float=(),
+                    dynamic_range=False):
   """`convert` from an already calibrated model; the nodes named (by
-  their output tensor) in `keep_float` stay float with their islands."""
+  their output tensor) in `keep_float` stay float with their islands, and
+  with `dynamic_range` the fully connected ones among them get int8 weights
+  (`dynamic_range_matmuls`)."""
   calibrated, changed, names = symmetric_matmul_operands(calibrated)
   denied = grow_islands(calibrated, set(keep_float)) if keep_float else set()
   for rounds in range(1, max_rounds + 1):
@@ -234,6 +237,50 @@ def from_calibrated(calibrated, max_rounds=5, keep_float=()):
     if not new:
       break
     denied = grow_islands(calibrated, denied | new)
+  dynamic = 0
+  if dynamic_range and keep_float:
+    data, dynamic = dynamic_range_matmuls(data, set(keep_float))
   return data, {"symmetric_tensors": changed, "rounds": rounds,
                 "float_ops": tflite_file.float_op_histogram(data),
-                "refused": dict(collections.Counter(refused.values()))}
+                "refused": dict(collections.Counter(refused.values())),
+                "dynamic_range_matmuls": dynamic}
+
+
+def dynamic_range_matmuls(data, names):
+  """(bytes, count): each float FULLY_CONNECTED named (by its output
+  tensor) in `names` given int8 weights, symmetric per output channel, and
+  its float input quantized per row at run time (asymmetric): LiteRT's
+  dynamic-range kernel, which XNNPACK runs. Why: a matmul kept out of full
+  int8 loses accuracy through its input's one static range (gelu's and
+  LayerNorm's outlier rows); per-row ranges keep float's accuracy at about
+  int8's size and a little over int8's time, where float weights cost 4x
+  the bytes and the float kernel's time."""
+  model = schema.ModelT.InitFromPackedBuf(bytearray(data), 0)
+  count = 0
+  for graph in model.subgraphs:
+    for op in graph.operators:
+      if (_op_name(model, op) != "FULLY_CONNECTED"
+          or _text(graph.tensors[op.outputs[0]].name) not in names
+          or graph.tensors[op.inputs[0]].type != schema.TensorType.FLOAT32):
+        continue
+      weight = graph.tensors[op.inputs[1]]
+      buffer = model.buffers[weight.buffer]
+      if (weight.type != schema.TensorType.FLOAT32 or buffer.data is None
+          or len(weight.shape) != 2):
+        continue
+      values = np.frombuffer(np.asarray(buffer.data, np.uint8).tobytes(),
+                             np.float32).reshape(weight.shape)
+      scales = np.maximum(np.abs(values).max(axis=1), 1e-12) / 127
+      buffer.data = np.clip(np.round(values / scales[:, None]), -127,
+                            127).astype(np.int8).view(np.uint8).ravel()
+      weight.type = schema.TensorType.INT8
+      weight.quantization = schema.QuantizationParametersT()
+      weight.quantization.scale = scales.astype(np.float32)
+      weight.quantization.zeroPoint = np.zeros(len(scales), np.int64)
+      weight.quantization.quantizedDimension = 0
+      op.builtinOptions.asymmetricQuantizeInputs = True
+      count += 1
+  builder = flatbuffers.Builder(1024)
+  builder.Finish(model.Pack(builder),
+                 file_identifier=tflite_file.FILE_IDENTIFIER)
+  return bytes(builder.Output()), count

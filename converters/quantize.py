@@ -87,7 +87,7 @@ MODES = (
     QuantizationMode(name="int16x8", optimize=True, calibrated=True,
                      ops=(_INT16X8_OPS, "TFLITE_BUILTINS"),
                      strict_ops=(_INT16X8_OPS,)),
-    # int8 (the xnnpack recipe) with the fewest matmuls left in float that
+    # int8 (the xnnpack recipe) with the fewest matmuls out of int8 that
     # keep the dev metric within convert_tflite's --max_int8_loss of the
     # float model's (converters/selective_int8.py).
     QuantizationMode(name="selective", optimize=True, calibrated=True,

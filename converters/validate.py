@@ -236,7 +236,7 @@ def _substitution_lines(facts):
 
 
 def _selective_lines(facts):
-  """What the selective search kept in float, and why."""
+  """What the selective search took out of full int8, and why."""
   if not facts:
     return []
   kept = facts["kept_float"]
@@ -254,19 +254,22 @@ def _selective_lines(facts):
     return lines + [f"- selective: full int8 is within the bound: dev metric "
             f"{facts['metric']:.2f} against the float model's "
             f"{facts['float_metric']:.2f} (within "
-            f"{facts['max_int8_loss']:g}); no node kept in float"]
+            f"{facts['max_int8_loss']:g}); no node taken out of int8"]
   lines += [f"- selective: {len(kept)} of {facts['ranked']} ranked "
-           f"int8 nodes kept in float, dev metric {facts['metric']:.2f} "
+           f"int8 nodes taken out of full int8, dev metric {facts['metric']:.2f} "
            f"against the float model's {facts['float_metric']:.2f} (bound: "
            f"within {facts['max_int8_loss']:g}; "
            + ("met" if facts["met"] else "NOT met even with every ranked "
               "node in float") + ")",
-           "- tried (nodes in float: metric, MB): " + ", ".join(
+           "- tried (nodes out of int8: metric, MB): " + ", ".join(
                f"{t['float_nodes']}: {t['metric']:.2f}, {t['size_mb']:.2f}"
                for t in facts["tried"])]
-  lines += [f"  - {k['op']} `{k['tensor'].split(';')[0]}`: its int8 output "
-            f"{k['relative_error']:.1%} off the float model's"
+  lines += [f"  - {k['op']} `{k['tensor'].split(';')[0]}`: in int8 it adds "
+            f"{k['relative_error']:.1%} relative error to what it reads"
             for k in kept]
+  if kept:
+    lines += ["  (the fully connected ones keep int8 weights and quantize "
+              "their input per row at run time; the others run in float)"]
   return lines
 
 

@@ -26,7 +26,7 @@ def _scripted(monkeypatch, losses):
   monkeypatch.setattr(selective_int8, "rank_nodes",
                       lambda *args: calls.append("ranked") or ranked)
   monkeypatch.setattr(fast_int8, "from_calibrated",
-                      lambda calibrated, keep_float=(): (
+                      lambda calibrated, keep_float=(), dynamic_range=False: (
                           str(len(keep_float)).encode(), {}))
   tried = []
 
@@ -133,11 +133,10 @@ def test_convert_tflite_selective_keeps_the_fastest_file_in_the_bound(
                                      for k in kept)
 
 
-def test_ranking_compares_each_int8_node_with_the_float_model(
-    tmp_path_factory):
-  """rank_nodes on a calibrated model and its int8 file: every ranked node
-  is an int8 output of the file, its error in [0, inf) against the float
-  model's value, worst first."""
+@pytest.fixture(scope="module")
+def calibrated_tiny(tmp_path_factory):
+  """The tiny QA model's calibrated model, its full int8 file as it ships
+  and two calibration feeds."""
   from converters import conversion, export, quantize, representative
   from tfmodels.checkpoints.model_dir import load_model_dir
   base = tmp_path_factory.getbasetemp()
@@ -154,6 +153,15 @@ def test_ranking_compares_each_int8_node_with_the_float_model(
   # The file as it ships (its inputs renamed ids, mask, segment_ids).
   full = conversion.finish(fast_int8.from_calibrated(calibrated)[0], 32)
   feeds = selective_int8.calibration_feeds(calibrated, features, count=2)
+  return calibrated, full, feeds
+
+
+def test_ranking_compares_each_int8_node_with_the_float_model(
+    calibrated_tiny):
+  """rank_nodes on a calibrated model and its int8 file: every ranked node
+  is an int8 output of the file, its added error in [0, inf), worst
+  first."""
+  calibrated, full, feeds = calibrated_tiny
   assert len(feeds) == 2 and all(v.shape == (1, 32) for f in feeds
                                  for v in f.values())
   assert set(feeds[0]) == {"ids", "mask", "segment_ids"}
@@ -167,6 +175,117 @@ def test_ranking_compares_each_int8_node_with_the_float_model(
   kept, _ = fast_int8.from_calibrated(calibrated, keep_float=worst)
   from converters import tflite_file
   assert tflite_file.float_op_histogram(kept).get("FULLY_CONNECTED") == 1
+
+
+def _chain(monkeypatch, errors):
+  """rank_nodes over a scripted graph: ids -> GATHER -> g (float) ->
+  QUANTIZE -> fc1 (int8) -> RESHAPE -> fc2 (int8); each tensor's int8
+  value is its float value times (1 + its error in `errors`)."""
+  names = ["ids", "g", "g_q", "fc1", "fc1_r", "fc2", "w"]
+  tensors = {i: {"name": n} for i, n in enumerate(names)}
+  ops = [{"op_name": "GATHER", "inputs": [0], "outputs": [1]},
+         {"op_name": "QUANTIZE", "inputs": [1], "outputs": [2]},
+         {"op_name": "FULLY_CONNECTED", "inputs": [2, 6], "outputs": [3]},
+         {"op_name": "RESHAPE", "inputs": [3], "outputs": [4]},
+         {"op_name": "FULLY_CONNECTED", "inputs": [4, 6], "outputs": [5]}]
+  for op in ops:
+    tensors[op["outputs"][0]]["dtype"] = (
+        np.int8 if op["op_name"] in ("QUANTIZE", "FULLY_CONNECTED",
+                                     "RESHAPE") else np.float32)
+  base = np.ones((1, 4), np.float32)
+  floats = {n: base for n in names}
+  ints = {n: base * (1 + errors.get(n, 0.0)) for n in names}
+
+  def values(model, feeds):
+    return ([floats] if model == b"float" else [ints]), ops, tensors
+
+  monkeypatch.setattr(selective_int8, "_tensor_values", values)
+  return selective_int8.rank_nodes(b"float", b"int8", [{}])
+
+
+def test_ranking_puts_the_node_that_rounds_badly_before_those_after_it(
+    monkeypatch):
+  """fc1 adds 0.3 to what its QUANTIZE brings from g (0.1, walked back
+  through the QUANTIZE to the float tensor); fc2 shows more error of its
+  own (0.45) but adds only 0.05 to fc1's (walked back through RESHAPE)."""
+  ranked = _chain(monkeypatch, {"g": 0.1, "g_q": 0.12, "fc1": 0.4,
+                                "fc1_r": 0.4, "fc2": 0.45})
+  assert [(n, op) for n, op, _ in ranked] == [
+      ("fc1", "FULLY_CONNECTED"), ("fc2", "FULLY_CONNECTED")]
+  assert [e for _, _, e in ranked] == pytest.approx([0.3, 0.05], abs=1e-6)
+  # A node that only passes error on adds nothing, never less than 0.
+  ranked = _chain(monkeypatch, {"g": 0.1, "fc1": 0.4, "fc1_r": 0.4,
+                                "fc2": 0.3})
+  assert dict((n, e) for n, _, e in ranked) == pytest.approx(
+      {"fc1": 0.3, "fc2": 0.0}, abs=1e-6)
+
+
+def test_kept_fully_connected_nodes_get_int8_weights_per_output_channel(
+    calibrated_tiny):
+  """from_calibrated(..., dynamic_range=True): each kept fully connected
+  node reads float activations and int8 weights, w = q * scale per output
+  channel with scale = max|w| / 127 and q in [-127, 127], quantizing its
+  input at run time, in a quarter of the bytes; the node's output stays
+  within rounding of the float-kept node's."""
+  from ai_edge_litert import schema_py_generated as schema
+  from ai_edge_litert.interpreter import Interpreter
+  from converters import conversion
+  calibrated, full, feeds = calibrated_tiny
+  kept = [n for n, op, _ in selective_int8.rank_nodes(
+      calibrated, full, feeds) if op == "FULLY_CONNECTED"][:2]
+  floats, _ = fast_int8.from_calibrated(calibrated, keep_float=kept)
+  hybrid, facts = fast_int8.from_calibrated(calibrated, keep_float=kept,
+                                            dynamic_range=True)
+  assert facts["dynamic_range_matmuls"] == 2
+
+  def kept_weights(data):
+    model = schema.ModelT.InitFromPackedBuf(bytearray(data), 0)
+    graph = model.subgraphs[0]
+    found = {}
+    for op in graph.operators:
+      name = graph.tensors[op.outputs[0]].name.decode()
+      if name in kept:
+        weight = graph.tensors[op.inputs[1]]
+        raw = np.asarray(model.buffers[weight.buffer].data, np.uint8)
+        found[name] = (weight, raw, op.builtinOptions)
+    return found
+
+  before, after = kept_weights(floats), kept_weights(hybrid)
+  assert set(before) == set(after) == set(kept)
+  for name in kept:
+    weight, raw, options = before[name]
+    w = raw.view(np.float32).reshape(weight.shape)
+    weight, raw, options = after[name]
+    assert weight.type == schema.TensorType.INT8
+    assert options.asymmetricQuantizeInputs
+    assert raw.size * 4 == w.nbytes  # a quarter of the bytes
+    q = raw.view(np.int8).reshape(weight.shape)
+    scale = np.asarray(weight.quantization.scale)
+    assert weight.quantization.quantizedDimension == 0
+    assert list(weight.quantization.zeroPoint) == [0] * len(scale)
+    np.testing.assert_allclose(scale, np.abs(w).max(axis=1) / 127,
+                               rtol=1e-6)
+    assert np.abs(q).max() <= 127
+    assert np.all(np.abs(q * scale[:, None] - w) <= scale[:, None] / 2
+                  + 1e-7)
+
+  def outputs(data):
+    interpreter = Interpreter(model_content=conversion.finish(data, 32),
+                              experimental_preserve_all_tensors=True)
+    interpreter.allocate_tensors()
+    for detail in interpreter.get_input_details():
+      interpreter.set_tensor(detail["index"], feeds[0][
+          selective_int8._contract_name(detail["name"])])
+    interpreter.invoke()
+    return {t["name"]: interpreter.get_tensor(t["index"])
+            for t in interpreter.get_tensor_details() if t["name"] in kept}
+
+  want, got = outputs(floats), outputs(hybrid)
+  for name in kept:
+    assert got[name].dtype == np.float32
+    assert not np.array_equal(got[name], want[name])  # int8 weights used
+    assert (np.linalg.norm(got[name] - want[name])
+            <= 0.05 * np.linalg.norm(want[name]))
 
 
 def test_selective_without_dev_data_is_refused_in_one_line(
