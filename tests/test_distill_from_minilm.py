@@ -168,6 +168,11 @@ rows = [{"name": "teacher", "role": "teacher", "plateau": {"qa": {
                                {"steps": 400, "score": 61.5}],
                     "steps": 400, "stopped": "a doubling gained 0.25"},
              "spam": None}},
+        {"name": "carved_layerwise", "role": "student", "plateau": {
+             "qa": {"points": [{"steps": 200, "score": 61.5},
+                               {"steps": 400, "score": 61.0}],
+                    "steps": 400, "stopped": "a doubling lost 0.5",
+                    "kept_steps": 200}}},
         {"name": "carved", "role": "student"}]
 print(json.dumps(recipe._student_curve_lines(rows)))
 """
@@ -175,9 +180,12 @@ print(json.dumps(recipe._student_curve_lines(rows)))
 
 def test_the_results_show_each_students_curve_and_why_it_ended():
   lines = _in_child(_CURVE_LINES)
-  assert lines[-1] == ("- carved_plateau, qa: 200 steps 61.2, 400 steps "
+  assert lines[-2] == ("- carved_plateau, qa: 200 steps 61.2, 400 steps "
                        "61.5; ended after 400 steps: a doubling gained 0.25")
-  assert len([l for l in lines if l.startswith("- ")]) == 1
+  assert lines[-1] == ("- carved_layerwise, qa: 200 steps 61.5, 400 steps "
+                       "61.0; ended after 400 steps: a doubling lost 0.5; "
+                       "kept the weights of its best point (200 steps)")
+  assert len([l for l in lines if l.startswith("- ")]) == 2
 
 
 def test_unusable_results_dir_is_refused_before_any_work(tmp_path):

@@ -92,6 +92,29 @@ def test_a_flat_doubling_inside_the_warmup_does_not_end_it(tmp_path,
   assert held["rule"]["warmup_steps"] == 6
 
 
+def test_the_run_keeps_the_weights_of_its_best_point(tmp_path, monkeypatch):
+  """`snapshot` is called at each point above every earlier one; a curve
+  that falls and rises again keeps its best point (`kept_steps`)."""
+  clock = [0.0]
+  monkeypatch.setattr(stop_rule.time, "monotonic", lambda: clock[0])
+  scores, taken = [72.8, 72.1, 73.0, 73.0], []
+  curve = Curve("heldout", StopRule(first_steps=2, max_steps=64,
+                                    min_gain=0.5, max_minutes=0.0,
+                                    warmup_steps=6),
+                lambda: scores.pop(0), str(tmp_path), 0,
+                snapshot=taken.append)
+  step = 0
+  while not curve.should_stop(step + 1):
+    step += 1
+  assert [p["steps"] for p in curve.points] == [2, 4, 8, 16]
+  assert taken == [2, 8]  # 16 only ties 8: the earlier is kept
+  assert curve.best == {"steps": 8, "score": 73.0, "minutes": 0.0}
+  assert _plateau(tmp_path)["kept_steps"] == 8
+  # Without a snapshot the run keeps its last weights and says nothing.
+  _run(tmp_path, monkeypatch, [50.0, 60.0, 60.2])
+  assert "kept_steps" not in _plateau(tmp_path)
+
+
 def test_a_rising_curve_runs_to_the_step_cap(tmp_path, monkeypatch):
   step, _ = _run(tmp_path, monkeypatch, [10.0, 20.0, 30.0, 40.0, 50.0, 60.0],
                  max_steps=40)

@@ -149,8 +149,9 @@ def test_augmented_copies_reach_every_student(consumer):
 _PLATEAU_LINES = """
 import json, sys
 from experiments.ship.report import _plateau_lines
-print(json.dumps([_plateau_lines(json.loads(sys.argv[1]), "f1"),
-                  _plateau_lines(None, "f1")]))
+plateau = json.loads(sys.argv[1])
+print(json.dumps([_plateau_lines(plateau, "f1"), _plateau_lines(None, "f1"),
+                  _plateau_lines(dict(plateau, kept_steps=100), "f1")]))
 """
 
 
@@ -163,12 +164,14 @@ def test_the_report_shows_the_students_curve():
                           json.dumps(plateau)], cwd=REPO,
                          capture_output=True, text=True)
   assert child.returncode == 0, child.stderr[-3000:]
-  lines, none = json.loads(child.stdout.splitlines()[-1])
+  lines, none, kept = json.loads(child.stdout.splitlines()[-1])
   assert lines[2] == (
       "Scored on the slice of train held out (f1, points) as it trained: "
       "100 steps 61.2, 200 steps 61.5. It ended after 200 steps: a doubling "
       "(100 -> 200 steps) gained 0.25 < 0.5 points.")
   assert none == []
+  assert kept[2] == lines[2][:-1] + (
+      "; it kept the weights of its best point (100 steps).")
 
 
 def test_a_flag_the_command_lacks_fails_as_the_steps_are_built(monkeypatch):

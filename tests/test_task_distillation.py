@@ -8,6 +8,7 @@ import sys
 
 import numpy as np
 import pytest
+import tensorflow as tf
 
 from conftest import VOCAB, make_features, write_lines
 from test_finetune import _env, _sst_rows
@@ -287,6 +288,19 @@ def test_finetune_with_teacher(tmp_path, pair):
   assert all(0 <= p["score"] <= 100 for p in plateau["points"])
   assert (run / "ckpt-8.index").exists() and not (run / "ckpt-40.index").exists()
   assert (run / "eval_results.json").exists()
+  # It ends with the weights of its best point (the earliest of equals),
+  # in its last checkpoint, which every later step reads.
+  best = max(plateau["points"], key=lambda p: p["score"])
+  assert plateau["kept_steps"] == best["steps"]
+  assert (f"kept the weights of step {best['steps']}" in result.stdout) == (
+      best["steps"] != 8)
+  snapshot = str(run / "best_heldout" / "weights")
+  names = [n for n, _ in tf.train.list_variables(snapshot)
+           if n.startswith("model/") and "OPTIMIZER_SLOT" not in n]
+  final, kept = (tf.train.load_checkpoint(str(run / "ckpt-8")),
+                 tf.train.load_checkpoint(snapshot))
+  assert names and all(np.array_equal(final.get_tensor(n), kept.get_tensor(n))
+                       for n in names)
 
 
 def test_transfer_adds_mobilebert_layer_losses_at_every_layer():

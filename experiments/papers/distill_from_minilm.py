@@ -899,8 +899,11 @@ def _student_curve_lines(rows):
       if r["role"] != "teacher" and p and p.get("points"):
         points = ", ".join(f"{q['steps']} steps {q['score']:.1f}"
                            for q in p["points"])
+        kept = p.get("kept_steps")
         lines.append(f"- {r['name']}, {task}: {points}; ended after "
-                     f"{p['steps']} steps: {p['stopped']}")
+                     f"{p['steps']} steps: {p['stopped']}" + (
+                         f"; kept the weights of its best point ({kept} "
+                         "steps)" if kept not in (None, p["steps"]) else ""))
   return lines and ["", "The students trained until more training stops "
                     "helping (one run each, scored as it trains on a slice "
                     "held out of train, never on dev):", ""] + lines

@@ -425,7 +425,14 @@ def _plateau_lines(plateau, metric):
   return ["## The student's training", "",
           f"Scored on the slice of train held out ({metric}, points) as it "
           f"trained: {points}. It ended after {plateau['steps']} steps: "
-          f"{plateau['stopped']}.", ""]
+          f"{plateau['stopped']}{_kept(plateau)}.", ""]
+
+
+def _kept(plateau):
+  """Which point's weights the student ended with, when not its last."""
+  kept = plateau.get("kept_steps")
+  return ("" if kept in (None, plateau["steps"]) else
+          f"; it kept the weights of its best point ({kept} steps)")
 
 
 def _shape(shape):

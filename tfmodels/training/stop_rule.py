@@ -84,10 +84,15 @@ class Curve:
   """A run's held-out curve (finetune --eval_split): `score()` (points) at
   the rule's points and where the run ends; written to `model_dir`'s
   plateau.json after each point (by the chief), so a run resumed from
-  `start_step` keeps its points up to there."""
+  `start_step` keeps its points up to there. `snapshot(step)` is called at
+  each point that scores above every earlier one, so the run can end with
+  its best weights (`best`) rather than its last: a student's held-out
+  score can fall while the learning rate is still high."""
 
-  def __init__(self, split, rule, score, model_dir, start_step, chief=True):
+  def __init__(self, split, rule, score, model_dir, start_step, chief=True,
+               snapshot=None):
     self.split, self.rule, self.score, self.chief = split, rule, score, chief
+    self.snapshot = snapshot
     self.path = os.path.join(model_dir, PLATEAU)
     held = read_plateau(self.path) if start_step else {}
     self.points = [p for p in held.get("points", [])
@@ -106,8 +111,12 @@ class Curve:
     if not (self.rule.is_point(step) or ends):
       return False
     points = self.score()
+    best = self.best
     self.points.append({"steps": step, "score": round(points, 4),
                         "minutes": round(minutes, 3)})
+    if self.snapshot is not None and (best is None
+                                      or points > best["score"]):
+      self.snapshot(step)
     self.reason = self.reason_at(step, minutes)
     print(f"{self.split} at step {step}: {points:.2f}"
           + (f"; the run ends: {self.reason}" if self.reason else ""),
@@ -115,6 +124,11 @@ class Curve:
     if self.chief:
       self._write(step)
     return self.reason is not None
+
+  @property
+  def best(self):
+    """The point that scored highest (the earliest of equals), or None."""
+    return max(self.points, key=lambda p: p["score"], default=None)
 
   def reason_at(self, step, minutes):
     return self.rule.reason([(p["steps"], p["score"]) for p in self.points],
@@ -126,7 +140,8 @@ class Curve:
     try:
       write_file(self.path, json.dumps({
           "split": self.split, "rule": dataclasses.asdict(self.rule),
-          "points": self.points, "steps": step, "stopped": self.reason},
+          "points": self.points, "steps": step, "stopped": self.reason,
+          **({"kept_steps": self.best["steps"]} if self.snapshot else {})},
           indent=2))
     except OSError as e:
       raise refused(self.path, "the held-out curve", e) from None
