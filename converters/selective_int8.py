@@ -174,7 +174,7 @@ def search(calibrated, full, feeds, score, float_metric, max_loss, finish,
         dynamic_range=True)[0])
     metric = score(data)
     tried[count] = (data, metric)
-    log(f"selective: {count} node(s) in float: {metric:.2f} (float "
+    log(f"selective: {count} node(s) out of int8: {metric:.2f} (float "
         f"{float_metric:.2f})")
     return float_metric - metric <= max_loss
 

@@ -260,7 +260,7 @@ def _selective_lines(facts):
            f"against the float model's {facts['float_metric']:.2f} (bound: "
            f"within {facts['max_int8_loss']:g}; "
            + ("met" if facts["met"] else "NOT met even with every ranked "
-              "node in float") + ")",
+              "node out of int8") + ")",
            "- tried (nodes out of int8: metric, MB): " + ", ".join(
                f"{t['float_nodes']}: {t['metric']:.2f}, {t['size_mb']:.2f}"
                for t in facts["tried"])]
