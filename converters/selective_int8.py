@@ -20,6 +20,7 @@ float model's metric are kept (a doubling, then bisection; `search`).
 """
 
 import dataclasses
+import functools
 
 import numpy as np
 
@@ -100,6 +101,7 @@ def rank_nodes(calibrated, quantized, feeds):
   ints, ops, tensors = _tensor_values(quantized, feeds)
   producer = {i: op for op in ops for i in op["outputs"] if i >= 0}
 
+  @functools.lru_cache(maxsize=None)  # a tensor read by several nodes
   def error(name):
     pairs = [(f[name], q[name]) for f, q in zip(floats, ints)
              if name in f and name in q and f[name].shape == q[name].shape]
