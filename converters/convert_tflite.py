@@ -361,7 +361,8 @@ def load_reference(options, p):
         options.representative_data, tokenizer, p.seq_length, p.task_name)
   elif p.integer_modes:
     calibration = task.features("train")
-  real = task.features(options.eval_split) if task else calibration
+  real = (task.features(options.eval_split, options.num_compare) if task
+          else calibration)
   inputs = validate.contract_inputs(real, slice(0, options.num_compare))
   outputs = _keras_outputs(src.model, src.head, inputs)  # labels' count
   metrics = None

@@ -209,7 +209,7 @@ def measure(options):
                   model_flag="--model_dir")
   task = make_task(task_spec.get("task", "squad"), options.data_dir,
                    WordPieceTokenizer(vocab), length)
-  inputs = validate.contract_inputs(task.features("dev"),
+  inputs = validate.contract_inputs(task.features("dev", options.examples),
                                     slice(0, options.examples))
   int8, reference, quantization, tensors = layer_states(
       options.tflite, options.reference, inputs, config.num_hidden_layers,

@@ -82,6 +82,31 @@ def test_an_empty_split_is_named_wherever_it_is_read(tmp_path, tokenizer,
     t.evaluate(lambda batch, training: {}, empty)
 
 
+@pytest.mark.parametrize("task", ["spam", "squad", "tagging", "intent_slot"])
+def test_a_split_s_first_rows_are_made_from_its_first_examples_alone(
+    tmp_path, tokenizer, task):
+  # Converters compare or probe a few dev rows: tokenizing the whole split
+  # for them would make their cost grow with it.
+  data = tmp_path / "data"
+  data.mkdir()
+  if task == "spam":
+    write_lines(data / "dev.tsv", SPAM)
+  elif task == "squad":
+    article = json.loads(json.dumps(SQUAD))
+    qas = article["data"][0]["paragraphs"][0]["qas"]
+    qas += [dict(qas[0], id=f"q{i}") for i in range(2, 6)]
+    (data / "dev.json").write_text(json.dumps(article))
+  else:
+    write_lines(data / "dev.conll", CONLL * 5)
+  write_lines(data / "train.conll", CONLL)  # the tagging tasks' tag set
+  t = make_task(task, str(data), tokenizer, 16)
+  whole, first = t.features("dev"), t.features("dev", 2)
+  rows = len(first["input_ids"])
+  assert 2 <= rows < len(whole["input_ids"])
+  for name, values in first.items():
+    np.testing.assert_array_equal(values, whole[name][:rows])
+
+
 def test_mnli_dev_is_its_matched_dev(tmp_path, tokenizer):
   # finetune checks "dev" before it trains, so MNLI needs one.
   rows = ["index\tsentence1\tsentence2\tgold_label", "0\ta cat\ta pet\t"

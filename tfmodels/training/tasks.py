@@ -123,8 +123,10 @@ class ClassificationTask:
     """The split's raw texts (each example's one or two)."""
     return [t for e in self._read(split) for t in (e.text_a, e.text_b) if t]
 
-  def features(self, split):
-    return glue.convert_examples(self._read(split), self.tokenizer,
+  def features(self, split, limit=None):
+    """The split's feature rows; `limit`: those of its first examples
+    only, at least that many rows, for a caller that reads no more."""
+    return glue.convert_examples(self._read(split)[:limit], self.tokenizer,
                                  self.max_seq_length, self.spec.labels)
 
   @functools.cached_property
@@ -195,8 +197,10 @@ class SpanTask:
                                 self.max_seq_length, self.doc_stride,
                                 self.max_query_length, is_training)
 
-  def features(self, split):
-    arrays, _ = self.train_windows(split)
+  def features(self, split, limit=None):
+    """The split's windows (`limit`: those of its first questions only,
+    at least that many windows)."""
+    arrays, _ = self.train_windows(split, limit)
     return arrays
 
   def texts(self, split):
@@ -205,10 +209,10 @@ class SpanTask:
     return list(dict.fromkeys(e.context for e in examples)) + [
         e.question for e in examples]
 
-  def train_windows(self, split="train"):
+  def train_windows(self, split="train", limit=None):
     """(arrays, FeatureMeta per row) of a split read for training: the
     rows `features` gives, with where each came from."""
-    return self._build(self._read(split, True).examples, True)
+    return self._build(self._read(split, True).examples[:limit], True)
 
   def loss(self, model, batch):
     return self.supervised_loss(model(model_inputs(batch), training=True),
@@ -291,9 +295,11 @@ class TaggingTask:
   def head(self):
     return Head("tagger", num_classes=len(self.tags))
 
-  def features(self, split):
-    return tagging.convert_sentences(self._sentences(split), self.tokenizer,
-                                     self.max_seq_length, self.tags)
+  def features(self, split, limit=None):
+    """The split's rows (`limit`: its first sentences' only)."""
+    return tagging.convert_sentences(self._sentences(split)[:limit],
+                                     self.tokenizer, self.max_seq_length,
+                                     self.tags)
 
   def loss(self, model, batch):
     return self.supervised_loss(model(model_inputs(batch), training=True),
@@ -340,8 +346,8 @@ class IntentSlotTask(TaggingTask):
     return Head("intent_slot", num_classes=len(self.intents),
                 num_slots=len(self.tags))
 
-  def features(self, split):
-    sentences = self._sentences(split)
+  def features(self, split, limit=None):
+    sentences = self._sentences(split)[:limit]
     try:
       return tagging.convert_sentences(sentences, self.tokenizer,
                                        self.max_seq_length, self.tags,
