@@ -259,8 +259,8 @@ def plan(options, out):
   if options.max_metric_drop is not None and not options.data_dir:
     raise UsageError("--max_metric_drop needs --data_dir to measure on")
   if "selective" in modes and not options.data_dir:
-    raise UsageError("--modes selective needs --data_dir: it keeps nodes "
-                     "in float until the dev metric is within "
+    raise UsageError("--modes selective needs --data_dir: it takes nodes "
+                     "out of full int8 until the dev metric is within "
                      "--max_int8_loss")
   if options.max_int8_loss < 0:
     raise UsageError(f"--max_int8_loss {options.max_int8_loss:g}: give "

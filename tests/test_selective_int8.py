@@ -298,6 +298,6 @@ def test_selective_without_dev_data_is_refused_in_one_line(
       "--output_dir", tmp_path / "out", "--modes", "selective")
   assert result.returncode != 0
   assert result.stderr.strip().splitlines()[-1] == (
-      "error: --modes selective needs --data_dir: it keeps nodes in float "
-      "until the dev metric is within --max_int8_loss")
+      "error: --modes selective needs --data_dir: it takes nodes out of "
+      "full int8 until the dev metric is within --max_int8_loss")
   assert not (tmp_path / "out").exists()
