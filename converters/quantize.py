@@ -213,8 +213,9 @@ def convert_with_facts(saved_model_dir, mode, representative=None,
                                strict_int8, allow_select_tf_ops)
     if get_mode(mode).searched:
       if strict_int8 or allow_select_tf_ops:
-        raise ValueError("selective takes nodes out of full int8: it takes "
-                         "neither --strict_int8 nor --allow_select_tf_ops")
+        raise ValueError("selective takes nodes out of full int8, so it "
+                         "goes with neither --strict_int8 nor "
+                         "--allow_select_tf_ops")
       from converters import fast_int8
       calibrated = fast_int8.calibrate(converter)
       data, facts = fast_int8.from_calibrated(calibrated)

@@ -83,7 +83,7 @@ def test_an_empty_split_is_named_wherever_it_is_read(tmp_path, tokenizer,
 
 
 @pytest.mark.parametrize("task", ["spam", "squad", "tagging", "intent_slot"])
-def test_a_split_s_first_rows_are_made_from_its_first_examples_alone(
+def test_the_first_rows_of_a_split_come_from_its_first_examples_alone(
     tmp_path, tokenizer, task):
   # Converters compare or probe a few dev rows: tokenizing the whole split
   # for them would make their cost grow with it.
