@@ -131,8 +131,9 @@ print(json.dumps({s.name: s.command[3:] for s in steps
 
 
 def test_the_levers_rows_add_one_lever_each_on_the_same_carve():
-  """Today's recipe, + its plateau, + layer-wise KD, + augmentation, and
-  LayerNorm + gelu kept: each row one change from the row before it."""
+  """Today's recipe, + its plateau, + layer-wise KD, + augmentation,
+  LayerNorm + gelu kept, and the swap blended in by the student's run: each
+  row one change from the layer-wise row (or the row before it)."""
   def flags(line):
     return {a: b for a, b in zip(line, line[1:] + [None])
             if a.startswith("--")}
@@ -140,7 +141,7 @@ def test_the_levers_rows_add_one_lever_each_on_the_same_carve():
   cut = ("--heads", "--intermediate_size", "--low_rank")
   carved = steps["carve_carved_qa"]
   for row in ("carved_plateau", "carved_layerwise", "carved_augmented",
-              "carved_layernorm"):
+              "carved_layernorm", "carved_blended"):
     carve, student = steps[f"carve_{row}_qa"], steps[f"{row}_qa"]
     assert [carve[f] for f in cut] == [carved[f] for f in cut], row
     assert (student["--eval_split"], student["--eval_first_steps"],
@@ -150,8 +151,13 @@ def test_the_levers_rows_add_one_lever_each_on_the_same_carve():
         "prediction" if row == "carved_plateau" else "carved"), row
     assert student["--data_dir"].endswith("_augmented") == (
         row == "carved_augmented"), row
+    swaps_at_carve = row not in ("carved_layernorm", "carved_blended")
     assert carve.get("--substitute") == (
-        None if row == "carved_layernorm" else "layernorm=nonorm,gelu=relu")
+        "layernorm=nonorm,gelu=relu" if swaps_at_carve else None), row
+    assert carve["--recover_steps"] == ("200" if swaps_at_carve else "0")
+    assert (student.get("--substitute"), student.get("--blend_steps")) == ((
+        "layernorm=nonorm,gelu=relu", "100") if row == "carved_blended"
+                                         else (None, None)), row
   assert steps["carved_augmented_qa_augment"]["--copies"] == "2"
   today = steps["carved_qa"]
   assert (today["--task_kd"], today["--train_steps"]) == ("prediction", "400")
@@ -371,4 +377,4 @@ print(json.dumps([len(recipe.MODELS), os.path.getsize(path)]))
 
 def test_the_plot_has_a_colour_for_every_row():
   models, size = _in_child(_PLOT)
-  assert models == 11 and size > 10_000
+  assert models == 12 and size > 10_000

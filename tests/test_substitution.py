@@ -92,6 +92,34 @@ def test_recovery_lowers_the_feature_map_loss(substituted):
       "feature_map_before"]
 
 
+def test_blend_moves_from_the_original_to_the_swapped_model():
+  model, config, features = _random_norm_model()
+  spec = substitution.parse_spec("layernorm=nonorm,gelu=relu")
+  student, _, _ = substitution.substitute(model, config, Head("span"), spec,
+                                          features)
+  rows = {k: v[:8] for k, v in features.items()}
+  original = model(rows)["sequence_output"].numpy()
+  swapped = student(rows)["sequence_output"].numpy()
+  share = tf.Variable(0.0)
+  blended = substitution.blend(model, student, config, spec, lambda: share)
+  # tiny_mobilebert: 13 norms; an activation in each of the 2 stacked FFNs
+  # of its 2 layers; the span head has none.
+  assert blended == {"norms": 13, "activations": 4}
+  np.testing.assert_allclose(student(rows)["sequence_output"], original,
+                             atol=1e-5)
+  share.assign(0.5)
+  half = student(rows)["sequence_output"].numpy()
+  assert np.abs(half - original).mean() > 1e-3
+  assert np.abs(half - swapped).mean() > 1e-3
+  share.assign(1.0)
+  np.testing.assert_allclose(student(rows)["sequence_output"], swapped,
+                             atol=1e-5)
+  # Only the student's own weights train: the original's norms are not
+  # among them.
+  assert not {v.ref() for v in student.trainable_variables} & {
+      v.ref() for v in model.trainable_variables}
+
+
 def test_bad_specs_are_refused():
   with pytest.raises(substitution.SubstitutionError, match="not one of"):
     substitution.parse_spec("layernorm=relu")

@@ -128,7 +128,7 @@ class Scale:
 # and that recipe with the teacher's LayerNorm and gelu kept (the NoNorm /
 # relu swap's own cost). Their changes to the student recipe: ROW_RECIPES.
 PLATEAU_ROWS = ("carved_plateau", "carved_layerwise", "carved_augmented",
-                "carved_layernorm")
+                "carved_layernorm", "carved_blended")
 
 SCALES = {
     # Measured on the 2-core host with --jobs 2, two steps side by side:
@@ -208,6 +208,12 @@ MODELS = {
     "carved_layernorm": ("student", "as carved_layerwise with the teacher's "
                          "LayerNorm and gelu kept (no NoNorm / relu swap, "
                          "no recovery)", None, "carve"),
+    "carved_blended": ("student", "as carved_layerwise with the NoNorm / "
+                       "relu swap made gently by the student's run instead "
+                       "of at the carve: NoNorms fitted, then each swapped "
+                       "op's output moved from the original op's to its own "
+                       "over the first 100 steps (no recovery)",
+                       None, "carve"),
 }
 # compress's flags per carved model: what it keeps, and the on-device form.
 # This experiment's own, not the demo's student, so that its committed
@@ -234,6 +240,9 @@ CARVES["carved_small_vocab"] = (
     "--heads", 6, "--intermediate_size", "384", "--low_rank",
     "word_embeddings=96")
 SMALL_VOCAB = ("carved_small_vocab",)
+# The blended row's swap: over the steps to the spam curve's first point
+# (no scored point may be a blend; the QA curve's first is at 200).
+BLEND_STEPS = 100
 # What a carved row changes of the student recipe (student_recipe.py):
 # the low-rank row keeps LayerNorm and gelu, its factorization measured
 # alone; PLATEAU_ROWS take their levers away or add them one at a time
@@ -241,7 +250,8 @@ SMALL_VOCAB = ("carved_small_vocab",)
 ROW_RECIPES = {"carved_low_rank": {"substitute": ""},
                "carved_plateau": {"task_kd": "prediction"},
                "carved_augmented": {"augment_copies": 2},
-               "carved_layernorm": {"substitute": ""}}
+               "carved_layernorm": {"substitute": ""},
+               "carved_blended": {"blend_steps": BLEND_STEPS}}
 # Models whose encoder is a run of its own (distill / pretrain) on shards.
 OWN_ENCODER = ("student", "baseline", "kronecker")
 # Where each model's weights start: the teacher's or random layers.
@@ -419,8 +429,11 @@ def student_recipe(scale, model, task):
   if model not in PLATEAU_ROWS:  # the earlier recipe: fixed steps, logits
     fields.update(steps=scale.finetune_steps[model][spam], heldout=0,
                   task_kd="prediction")
-  return dataclasses.replace(RECIPE, **{**fields, **plateau,
-                                        **ROW_RECIPES.get(model, {})})
+  row = dataclasses.replace(RECIPE, **{**fields, **plateau,
+                                       **ROW_RECIPES.get(model, {})})
+  # A blend ends by the curve's first point (a small scale's is earlier).
+  return dataclasses.replace(row, blend_steps=min(row.blend_steps,
+                                                  row.eval_first_steps))
 
 
 def _carve_step(recipe, model, task, data_dir):
@@ -591,7 +604,7 @@ def _cost(layout, scale, model):
   encoder = {"student": scale.distill_steps, "baseline": scale.distill_steps,
              "kronecker": scale.kronecker_steps}.get(model, 0)
   recover = (scale.recover_steps if model in CARVES and student_recipe(
-      scale, model, "qa").substitute else 0)
+      scale, model, "qa").recovers() else 0)
   kd = 0 if model in ("teacher", "baseline") else (
       encoder + 2 * recover + qa + spam)
   directories = [layout.finetuned(model, t) for t, _, _ in TASKS]

@@ -40,6 +40,12 @@ class StudentRecipe:
   # substituted (nothing to recover otherwise).
   recover_steps: int = 200
   recover_learning_rate: float = 1e-4
+  # finetune --substitute / --blend_steps: with blend_steps, the swap is
+  # made by the student's run instead (NoNorms fitted, each swapped op's
+  # output moved from the original op's to its own over the first
+  # blend_steps steps; at most eval_first_steps), on a carve that kept
+  # LayerNorm and gelu and so needs no recovery.
+  blend_steps: int = 0
   # compress --calibration_examples: training examples the heads' and
   # neurons' importances are taken on.
   calibration_examples: int = 256
@@ -85,6 +91,10 @@ class StudentRecipe:
   def record(self):
     return dataclasses.asdict(self)
 
+  def recovers(self):
+    """Whether the carve swaps ops and recovers from the swap."""
+    return bool(self.substitute) and not self.blend_steps
+
 
 RECIPE = StudentRecipe()
 
@@ -92,7 +102,7 @@ RECIPE = StudentRecipe()
 def carve_command(recipe, teacher_dir, data_dir, model_dir, cut, *more):
   """compress's command line: `cut` (--heads ...) says what is cut, the
   recipe how; `more`: the caller's other compress flags."""
-  recovers = bool(recipe.substitute)
+  recovers = recipe.recovers()
   return command(
       "tfmodels.training.compress", "--teacher_dir", teacher_dir,
       "--data_dir", data_dir, "--model_dir", model_dir, *cut,
@@ -148,6 +158,8 @@ def _student_command(recipe, task, data_dir, init_dir, model_dir, vocab_file,
   layers = ("--hidden_kd_weight", recipe.hidden_kd_weight,
             "--attention_kd_weight", recipe.attention_kd_weight) if (
                 recipe.task_kd in LAYER_KD) else ()
+  swap = ("--substitute", recipe.substitute, "--blend_steps",
+          recipe.blend_steps) if recipe.blend_steps else ()
   return command(
       "tfmodels.training.finetune", "--task", task, "--data_dir", data_dir,
       "--init_dir", init_dir, "--model_dir", model_dir, "--vocab_file",
@@ -155,7 +167,7 @@ def _student_command(recipe, task, data_dir, init_dir, model_dir, vocab_file,
       recipe.steps, "--batch_size", recipe.batch_size, "--learning_rate",
       recipe.learning_rate, "--warmup_fraction", recipe.warmup_fraction,
       "--teacher_dir", teacher_dir, "--task_kd", recipe.task_kd, *layers,
-      *curve, *more)
+      *swap, *curve, *more)
 
 
 def command(module, *args):

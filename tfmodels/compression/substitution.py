@@ -16,7 +16,9 @@ The substituted model has the same variables (LayerNorm and NoNorm both hold
 `gamma` and `beta`), so it is built from the changed config and loaded from
 the original's weights. `recover` then distils it from the original with our
 feature-map and attention-transfer losses (tfmodels/distillation/losses.py)
-for a few steps.
+for a few steps. Or, gentler, `blend` makes the swap over the first steps
+of the student's training: each substituted op's output moves from the
+original's to its own as a share rises from 0 to 1.
 
     spec = parse_spec("layernorm=nonorm,gelu=relu")
     student, config, fit = substitute(model, config, head, spec, features)
@@ -284,6 +286,42 @@ def substitute(original, config, head, spec, features, rounds=2,
     facts["fitted_norms"] = fit_nonorms(original, student, features, rounds,
                                         batch_size)
   return student, new_config, facts
+
+
+def blend(original, student, config, spec, share):
+  """Patches `student` (substituted from `original`, whose config is
+  `config`) so that each substituted op returns (1 - share) x the
+  original op's output + share x its own: with `share` rising from 0 to 1
+  over the first steps of training, the student starts as the original
+  and ends as the substituted model, learning the task meanwhile.
+  `share()` is read at every call (a tensor: the training step's). The
+  original's LayerNorms keep their weights (they are not the student's
+  variables); at share 1 the student is exactly the substituted model.
+  Returns how many norms and activations blend."""
+  from tfmodels.layers.activations import get_activation
+  blended = {"norms": 0, "activations": 0}
+  if "layernorm" in spec:
+    layer_norms = _norm_layers(original, keras.layers.LayerNormalization)
+    for key, layer in _norm_layers(student, NoNorm).items():
+      if key in layer_norms:
+        layer.call = _blended(layer.call, layer_norms[key], share)
+        blended["norms"] += 1
+  if "gelu" in spec:
+    before = get_activation(config.hidden_act)
+    after = get_activation(SUBSTITUTIONS["gelu"][3])
+    for layer in student.submodules:
+      if getattr(layer, "activation", None) is after:
+        layer.activation = _blended(after, before, share)
+        blended["activations"] += 1
+  return blended
+
+
+def _blended(own, original, share):
+  def call(inputs, *args, **kwargs):
+    mine = own(inputs, *args, **kwargs)
+    s = tf.cast(share(), mine.dtype)
+    return s * mine + (1 - s) * tf.cast(original(inputs), mine.dtype)
+  return call
 
 
 def distillation_loss(teacher_out, student_out, input_mask):

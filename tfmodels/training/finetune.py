@@ -28,6 +28,15 @@ while the rate is still high a student's held-out score can fall from one
 point to the next (a carved student's soft-target run: 72.8 at 200 steps,
 69.8 at 1,600).
 
+With --substitute (compress's spec, e.g. layernorm=nonorm,gelu=relu) the
+run makes MobileBERT's op swap itself, on a model that still has the
+teacher's LayerNorm and gelu (compress without --substitute): NoNorms
+fitted to the LayerNorms on the first train rows, then, with
+--blend_steps N, each swapped op's output moved from the original op's to
+its own over the first N steps (`substitution.blend`), so the student
+learns the task while the swap is made rather than after it. Every scored
+point and the written model are the swapped model alone.
+
 With --task_kd prediction, a run that reads every train row at least once
 (steps x batch >= rows) has the teacher's logits on the train rows computed
 once before the first step (`distillation/teacher_targets.py`): the same
@@ -107,6 +116,13 @@ class FinetuneOptions(RunOptions):
                            "(points: F1, or accuracy x 100) ends the run.")
   max_minutes: float = option(0.0, "With --eval_split: minutes of training "
                               "after which the run ends (0: no cap).")
+  substitute: str = option("", "layernorm=nonorm and/or gelu=relu: ops of "
+                           "--init_dir's model swapped as the run starts "
+                           "(see the module docstring; default: none).")
+  blend_steps: int = option(0, "With --substitute: steps over which each "
+                            "swapped op's output moves from the original "
+                            "op's to its own (0: swapped at once); at most "
+                            "--eval_first_steps with --eval_split.")
 
 
 define_flags(FinetuneOptions)
@@ -124,6 +140,8 @@ def main(argv):
     # Each worker's clock would decide alone; a step count they all share.
     error = ("--max_minutes: the workers of multi_worker_mirrored would each "
              "stop by their own clock; cap the run with --train_steps")
+  if not error:
+    error = _blend_error(options)
   if error:
     sys.exit(f"error: {error}")
   logging.set_verbosity(logging.WARNING)
@@ -144,6 +162,12 @@ def main(argv):
              "model or run directory)")
   try:  # the cheap checks first: the run directory, the model, the task
     config = load_config(os.path.join(options.init_dir, "config.json"))
+    swap = original_config = None
+    if options.substitute:
+      from tfmodels.compression.substitution import (parse_spec,
+                                                     substituted_config)
+      swap = parse_spec(options.substitute)
+      original_config, config = config, substituted_config(config, swap)
     tokenizer = WordPieceTokenizer(options.vocab_file)
     task = make_task(options.task, options.data_dir, tokenizer,
                      options.max_seq_length)
@@ -177,7 +201,11 @@ def main(argv):
     features = task.features("train")
     with strategy.scope():
       source, _, _ = load_model_dir(options.init_dir)
-      model = build_model(config, task.head(), encoder_of(source))
+      if swap:
+        original, model = _swapped(original_config, task, source, swap,
+                                   features)
+      else:
+        model = build_model(config, task.head(), encoder_of(source))
       teacher = targets = teacher_heads = None
       if options.teacher_dir:
         teacher_tokenizer = _teacher_tokenizer(options, tokenizer)
@@ -196,6 +224,16 @@ def main(argv):
         options = dataclasses.replace(options, warmup_steps=int(
             options.warmup_fraction * options.train_steps))
       optimizer = optimizer_from_options(options)
+      if swap and options.blend_steps:
+        from tfmodels.compression.substitution import blend
+        import tensorflow as tf
+        blended = blend(original, model, original_config, swap,
+                        lambda: tf.minimum(1.0, tf.cast(
+                            optimizer.iterations, tf.float32)
+                                           / options.blend_steps))
+        print(f"{blended['norms']} NoNorms and {blended['activations']} "
+              f"activations blend from the original ops over the first "
+              f"{options.blend_steps} steps", flush=True)
   except (ConfigError, VocabError, ValueError, OSError) as e:
     sys.exit(f"error: {e}")
   try:
@@ -207,12 +245,51 @@ def main(argv):
     sys.exit(f"error: {e}")
 
 
+def _blend_error(options):
+  if options.blend_steps < 0:
+    return f"--blend_steps {options.blend_steps}: must be >= 0"
+  if options.blend_steps and not options.substitute:
+    return "--blend_steps: blends the ops of --substitute, which is not given"
+  if options.blend_steps and options.mixed_precision == "mixed_float16":
+    # The blend follows the optimizer's step count, which loss scaling
+    # holds back on each skipped step.
+    return ("--blend_steps: not with --mixed_precision mixed_float16, whose "
+            "skipped steps would end the blend late")
+  if options.eval_split and options.blend_steps > options.eval_first_steps:
+    return (f"--blend_steps {options.blend_steps}: more than "
+            f"--eval_first_steps {options.eval_first_steps}, so a scored "
+            "point would be a blend, not the swapped model")
+  return None
+
+
+# Train rows the NoNorms are fitted on (compress's --calibration_examples).
+FIT_ROWS = 256
+
+
+def _swapped(original_config, task, source, swap, features):
+  """(the original task model, the swapped one with NoNorms fitted to the
+  original's LayerNorms on the first train rows)."""
+  from tfmodels.checkpoints.model_dir import build_model, encoder_of
+  from tfmodels.compression.substitution import substitute
+  original = build_model(original_config, task.head(), encoder_of(source))
+  rows = {k: v[:FIT_ROWS] for k, v in features.items()}
+  model, _, fit = substitute(original, original_config, task.head(), swap,
+                             rows)
+  print(f"swapped {', '.join(f'{k} -> {v}' for k, v in swap.items())} "
+        f"({fit['fitted_norms']} NoNorms fitted on "
+        f"{len(rows['input_ids'])} train rows)", flush=True)
+  return original, model
+
+
 def _start_flags(options):
   """What the run starts from (see run_start.py): --init_dir's weights, the
-  teacher's copied head and its soft targets at every step."""
+  ops swapped from them, the teacher's copied head and its soft targets at
+  every step."""
   from tfmodels.training.run_start import start_flags
   return start_flags(init_dir=options.init_dir,
-                     teacher_dir=options.teacher_dir)
+                     teacher_dir=options.teacher_dir,
+                     substitute=options.substitute or None,
+                     blend_steps=options.blend_steps or None)
 
 
 def _train(strategy, model, optimizer, task, features, teacher, options,
