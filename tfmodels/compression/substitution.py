@@ -320,7 +320,10 @@ def _blended(own, original, share):
   def call(inputs, *args, **kwargs):
     mine = own(inputs, *args, **kwargs)
     s = tf.cast(share(), mine.dtype)
-    return s * mine + (1 - s) * tf.cast(original(inputs), mine.dtype)
+    # Past the blend the original op is not run at all (a step costs the
+    # swapped model's work alone).
+    return tf.cond(s < 1, lambda: s * mine + (1 - s) * tf.cast(
+        original(inputs), mine.dtype), lambda: mine)
   return call
 
 
