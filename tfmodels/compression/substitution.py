@@ -16,7 +16,7 @@ The substituted model has the same variables (LayerNorm and NoNorm both hold
 `gamma` and `beta`), so it is built from the changed config and loaded from
 the original's weights. `recover` then distils it from the original with our
 feature-map and attention-transfer losses (tfmodels/distillation/losses.py)
-for a few steps. Or, gentler, `blend` makes the swap over the first steps
+for a few steps. Or `blend` makes the swap over the first steps
 of the student's training: each substituted op's output moves from the
 original's to its own as a share rises from 0 to 1.
 
