@@ -233,11 +233,14 @@ def test_tiny_recipe_end_to_end(tmp_path):
   assert set(data) == {"command", "host", "rows"}
   assert "--scale tiny" in data["command"] and "cores" in data["host"]
   rows = {r["name"]: r for r in data["rows"]}
+  levers = ["carved_plateau", "carved_layerwise", "carved_augmented",
+            "carved_layernorm", "carved_blended"]
   assert list(rows) == ["teacher", "student", "baseline", "kronecker",
-                        "carved", "carved_low_rank", "carved_small_vocab"]
+                        "carved", "carved_low_rank", "carved_small_vocab",
+                        *levers]
   assert [r["role"] for r in data["rows"]] == [
       "teacher", "student", "baseline", "student", "student", "student",
-      "student"]
+      "student", *["student"] * len(levers)]
   fields = {"name", "role", "method", "encoder_params", "qa_f1", "qa_em",
             "spam_acc", "qa_f1_float_int8_length", "qa_f1_int8",
             "int8_size_mb", "seq_length",
@@ -254,6 +257,12 @@ def test_tiny_recipe_end_to_end(tmp_path):
         "teacher_qa_f1", before["teacher"]["qa_f1"])
     assert rows[name]["vocab_size"] == 30522
     assert rows[name]["qa_f1"] == before[name]["qa_f1"]
+    assert rows[name]["measured_by"] == before[name].get(
+        "measured_by", committed_results["command"])
+    assert not (out / "runs" / name).exists()
+  for name in levers:  # carried too, each with its curve and recipe
+    assert rows[name]["qa_f1"] == before[name]["qa_f1"]
+    assert rows[name]["plateau"] == before[name]["plateau"]
     assert rows[name]["measured_by"] == before[name].get(
         "measured_by", committed_results["command"])
     assert not (out / "runs" / name).exists()
@@ -282,7 +291,7 @@ def test_tiny_recipe_end_to_end(tmp_path):
   assert rows["teacher"]["train_steps"] == 2 * (2 + 4)
   assert [rows[m]["init"] for m in rows] == [
       "teacher", "random", "random", "teacher", "teacher", "teacher",
-      "teacher"]
+      "teacher", *["teacher"] * len(levers)]
   assert (rows["teacher"]["norm"], rows["teacher"]["activation"]) == (
       "layer_norm", "gelu")
   assert (rows["student"]["norm"], rows["student"]["activation"]) == (
