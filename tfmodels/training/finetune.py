@@ -134,7 +134,8 @@ def main(argv):
   options = from_flags(FinetuneOptions, FLAGS)
   error = nonfinite_float_flag(FLAGS) or check_run_flags(
       options, {"max_seq_length": (1, None), "warmup_fraction": (0.0, 1.0),
-                "eval_first_steps": (1, None), "max_minutes": (0.0, None)})
+                "eval_first_steps": (1, None), "max_minutes": (0.0, None),
+                "blend_steps": (0, None)})
   if not error and options.max_minutes and (
       options.distribution_strategy == "multi_worker_mirrored"):
     # Each worker's clock would decide alone; a step count they all share.
@@ -246,8 +247,6 @@ def main(argv):
 
 
 def _blend_error(options):
-  if options.blend_steps < 0:
-    return f"--blend_steps {options.blend_steps}: must be >= 0"
   if options.blend_steps and not options.substitute:
     return "--blend_steps: blends the ops of --substitute, which is not given"
   if options.blend_steps and options.mixed_precision == "mixed_float16":
